@@ -1,0 +1,62 @@
+"""Who is calling: verified access tokens and the principal that scopes tasks."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class AccessToken:
+    """A bearer token accepted by the configured ``TOKEN_VERIFIER``.
+
+    ``expires_at`` is a Unix timestamp (seconds) or None for no expiry. ``user`` may carry
+    the Django user the token stands for.
+    """
+
+    token: str
+    client_id: str
+    scopes: list[str] = field(default_factory=list)
+    expires_at: int | None = None
+    claims: dict[str, Any] = field(default_factory=dict)
+    user: Any = None
+
+    def is_expired(self, now: float | None = None) -> bool:
+        """True when ``expires_at`` has passed."""
+        return self.expires_at is not None and self.expires_at <= (now or time.time())
+
+    @property
+    def subject(self) -> str | None:
+        sub = self.claims.get("sub")
+        return str(sub) if sub is not None else None
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The identity a request runs as; ``scope`` is what tasks and request states bind to."""
+
+    scope: str
+    access_token: AccessToken | None = None
+    user: Any = None
+
+    @property
+    def is_anonymous(self) -> bool:
+        return self.access_token is None and self.user is None
+
+
+ANONYMOUS = Principal(scope="anonymous")
+
+
+def principal_for(access_token: AccessToken | None, user: Any = None) -> Principal:
+    """Derive the principal (and its stable scope string) from a token and/or Django user."""
+    if access_token is not None:
+        token_user = access_token.user or user
+        if token_user is not None and getattr(token_user, "is_authenticated", False):
+            scope = f"user:{token_user.pk}"
+        else:
+            scope = f"client:{access_token.client_id}:{access_token.subject or ''}"
+        return Principal(scope=scope, access_token=access_token, user=token_user)
+    if user is not None and getattr(user, "is_authenticated", False):
+        return Principal(scope=f"user:{user.pk}", user=user)
+    return ANONYMOUS

@@ -1,0 +1,295 @@
+"""Django system checks for mcp_tasks (``manage.py check``).
+
+Every message has a stable id (``mcp_tasks.E001`` …) and a hint that says what to do next.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+from collections.abc import Iterator
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning, register
+from django.utils.module_loading import import_string
+
+from .conf import DEFAULTS, get_config
+
+_README = "See the 'Settings' table in the django-mcp-tasks README."
+_IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
+
+# Types of the keys whose default (None) does not tell; every other key takes its default's type.
+_NULLABLE_STRINGS = {"INSTRUCTIONS", "RESOURCE_METADATA_URL"}
+_DOTTED_PATHS = {"TOKEN_VERIFIER", "LIFESPAN"}
+
+
+@register()
+def check_mcp_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Report misconfiguration of the ASGI server, channels, ``MCP_TASKS`` and hosts."""
+    messages: list[CheckMessage] = []
+    messages += _check_asgi_server()
+    messages += _check_channels()
+    settings_messages = _check_settings_dict()
+    messages += settings_messages
+    if not settings_messages:  # the checks below read the merged config
+        messages += _check_asgi_route()
+        messages += _check_channel_layer()
+        messages += _check_hosts()
+    return messages
+
+
+def _module_available(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+# -- E001: an ASGI server and application ----------------------------------------------------
+
+
+def _check_asgi_server() -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    apps = list(settings.INSTALLED_APPS)
+    if "daphne" not in apps:
+        messages.append(
+            Error(
+                "'daphne' is not in INSTALLED_APPS, so `manage.py runserver` serves WSGI and "
+                "the MCP endpoint is unreachable.",
+                hint=(
+                    "Add 'daphne' at the top of INSTALLED_APPS (before "
+                    "'django.contrib.staticfiles'). If you serve only with another ASGI server "
+                    "(uvicorn, hypercorn) and never use runserver, add 'mcp_tasks.E001' to "
+                    "SILENCED_SYSTEM_CHECKS."
+                ),
+                id="mcp_tasks.E001",
+            )
+        )
+    elif "django.contrib.staticfiles" in apps and apps.index("daphne") > apps.index(
+        "django.contrib.staticfiles"
+    ):
+        messages.append(
+            Error(
+                "'daphne' comes after 'django.contrib.staticfiles' in INSTALLED_APPS, so "
+                "staticfiles' WSGI `runserver` wins and the MCP endpoint is unreachable.",
+                hint="Move 'daphne' to the top of INSTALLED_APPS.",
+                id="mcp_tasks.E001",
+            )
+        )
+    if not getattr(settings, "ASGI_APPLICATION", None):
+        messages.append(
+            Error(
+                "ASGI_APPLICATION is not set, so no ASGI server knows which application serves "
+                "the MCP endpoint.",
+                hint=(
+                    "Set ASGI_APPLICATION = '<project>.asgi.application' and, in that module, "
+                    "wrap Django's app: application = mcp_application(get_asgi_application()) "
+                    "(from mcp_tasks.asgi import mcp_application)."
+                ),
+                id="mcp_tasks.E001",
+            )
+        )
+    return messages
+
+
+# -- E002: channels --------------------------------------------------------------------------
+
+
+def _check_channels() -> list[CheckMessage]:
+    if _module_available("channels"):
+        return []
+    return [
+        Error(
+            "The 'channels' package is not installed; mcp_tasks serves MCP through Django "
+            "Channels.",
+            hint="Install it: pip install 'channels>=4.2' (reinstalling django-mcp-tasks pulls it in).",
+            id="mcp_tasks.E002",
+        )
+    ]
+
+
+# -- E003: the MCP_TASKS dict ----------------------------------------------------------------
+
+
+def _check_settings_dict() -> list[CheckMessage]:
+    user = getattr(settings, "MCP_TASKS", None)
+    if user is None:
+        return []
+    if not isinstance(user, dict):
+        return [
+            Error(
+                f"MCP_TASKS must be a dict, not {type(user).__name__}.",
+                hint="Set MCP_TASKS = {...} with the keys you want to change. " + _README,
+                id="mcp_tasks.E003",
+            )
+        ]
+    messages: list[CheckMessage] = []
+    for key, value in user.items():
+        if key not in DEFAULTS:
+            close = difflib.get_close_matches(str(key), DEFAULTS, n=1)
+            did_you_mean = f"Did you mean {close[0]!r}? " if close else ""
+            messages.append(
+                Error(
+                    f"MCP_TASKS has an unknown key {key!r}.",
+                    hint=(
+                        f"{did_you_mean}Remove it or use one of: {', '.join(sorted(DEFAULTS))}. "
+                        + _README
+                    ),
+                    id="mcp_tasks.E003",
+                )
+            )
+            continue
+        problem = _value_problem(key, value)
+        if problem:
+            messages.append(
+                Error(
+                    f"MCP_TASKS[{key!r}] {problem}, got {value!r}.",
+                    hint=f"Fix the value or remove the key to use the default ({DEFAULTS[key]!r}). "
+                    + _README,
+                    id="mcp_tasks.E003",
+                )
+            )
+    return messages
+
+
+def _value_problem(key: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for ``key``, or None when it is acceptable."""
+    default = DEFAULTS[key]
+    if key in _NULLABLE_STRINGS:
+        return None if value is None or isinstance(value, str) else "must be a string or None"
+    if key in _DOTTED_PATHS:
+        if value is None or callable(value) or (isinstance(value, str) and "." in value):
+            return None
+        return "must be a dotted import path ('package.module.name'), a callable or None"
+    if key == "PATH":
+        if isinstance(value, str) and value.startswith("/") and len(value) > 1:
+            return None
+        return "must be a URL path starting with '/' (e.g. '/mcp')"
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "must be True or False"
+    if isinstance(default, int | float):
+        whole = isinstance(default, int) and key.endswith(("_BYTES", "_MS"))  # counts of units
+        if isinstance(value, bool) or not isinstance(value, int if whole else int | float):
+            return "must be an integer" if whole else "must be a number"
+        return None if value >= 0 else "must not be negative"
+    if isinstance(default, str):
+        return None if isinstance(value, str) and value else "must be a non-empty string"
+    if isinstance(default, list | tuple):
+        if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
+            return None
+        return "must be a list of strings"
+    if isinstance(default, dict):
+        return None if isinstance(value, dict) else "must be a dict"
+    return None  # a default of None (or another type) says nothing about the value
+
+
+# -- E004: the ASGI application routes the MCP path ------------------------------------------
+
+_WRAPPER_ATTRIBUTES = ("inner", "app", "application", "__wrapped__")
+
+
+def _candidates(app: Any, depth: int = 0) -> Iterator[Any]:
+    """``app`` and the applications it wraps (middleware, ProtocolTypeRouter), depth-limited."""
+    yield app
+    if depth >= 6:
+        return
+    children: list[Any] = [getattr(app, name, None) for name in _WRAPPER_ATTRIBUTES]
+    mapping = getattr(app, "application_mapping", None)
+    if isinstance(mapping, dict):
+        children += list(mapping.values())
+    for child in children:
+        if child is not None and child is not app:
+            yield from _candidates(child, depth + 1)
+
+
+def _check_asgi_route() -> list[CheckMessage]:
+    dotted = getattr(settings, "ASGI_APPLICATION", None)
+    if not dotted:
+        return []  # reported as E001
+    path = get_config()["PATH"]
+    fix = (
+        "In your asgi module, wrap Django's application: "
+        "application = mcp_application(get_asgi_application()) "
+        "(from mcp_tasks.asgi import mcp_application)."
+    )
+    try:
+        application = import_string(dotted)
+    except Exception as exc:
+        return [
+            Error(
+                f"ASGI_APPLICATION {dotted!r} could not be imported ({type(exc).__name__}: "
+                f"{exc}), so it cannot be checked that it routes {path!r} to mcp_tasks.",
+                hint="Fix the import error, or point ASGI_APPLICATION at your ASGI application.",
+                id="mcp_tasks.E004",
+            )
+        ]
+    if any(getattr(app, "mcp_tasks_path", None) for app in _candidates(application)):
+        return []
+    return [
+        Error(
+            f"The ASGI application {dotted!r} does not route {path!r} to mcp_tasks; MCP "
+            "clients will get 404.",
+            hint=fix,
+            id="mcp_tasks.E004",
+        )
+    ]
+
+
+# -- E005 / W001: the channel layer ----------------------------------------------------------
+
+
+def _check_channel_layer() -> list[CheckMessage]:
+    alias = get_config()["CHANNEL_LAYER"]
+    layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
+    layer = layers.get(alias) if isinstance(layers, dict) else None
+    if not layer:
+        return [
+            Error(
+                f"CHANNEL_LAYERS has no {alias!r} layer; mcp_tasks reaches legacy sessions' "
+                "streams and waiting calls through it.",
+                hint=(
+                    f"Add CHANNEL_LAYERS = {{{alias!r}: {{'BACKEND': "
+                    "'channels_redis.core.RedisChannelLayer', 'CONFIG': {'hosts': [REDIS_URL]}}} "
+                    f"(or '{_IN_MEMORY_LAYER}' for a single development process), or set "
+                    "MCP_TASKS['CHANNEL_LAYER'] to an alias you have."
+                ),
+                id="mcp_tasks.E005",
+            )
+        ]
+    if layer.get("BACKEND") == _IN_MEMORY_LAYER and not settings.DEBUG:
+        return [
+            Warning(
+                "The in-memory channel layer only reaches the process it lives in: with more "
+                "than one ASGI process, legacy sessions, replies to elicitation and task "
+                "updates get lost between processes.",
+                hint=(
+                    "Use channels_redis (BACKEND 'channels_redis.core.RedisChannelLayer') in "
+                    "production; if you really run a single process, add 'mcp_tasks.W001' to "
+                    "SILENCED_SYSTEM_CHECKS."
+                ),
+                id="mcp_tasks.W001",
+            )
+        ]
+    return []
+
+
+# -- W002: hosts and origins -----------------------------------------------------------------
+
+
+def _check_hosts() -> list[CheckMessage]:
+    if "*" not in settings.ALLOWED_HOSTS or get_config()["ALLOWED_ORIGINS"]:
+        return []
+    return [
+        Warning(
+            "ALLOWED_HOSTS contains '*' and MCP_TASKS['ALLOWED_ORIGINS'] is empty: the MCP "
+            "endpoint then accepts browser requests for any host name, which leaves it open "
+            "to DNS-rebinding attacks from web pages.",
+            hint=(
+                "List your real host names in ALLOWED_HOSTS, and set "
+                "MCP_TASKS['ALLOWED_ORIGINS'] to the browser origins allowed to call the "
+                "endpoint (e.g. ['https://app.example.com'])."
+            ),
+            id="mcp_tasks.W002",
+        )
+    ]

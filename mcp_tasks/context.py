@@ -1,0 +1,337 @@
+"""``Context``: what a tool sees of its caller, in a plain call and in a background task.
+
+A ``Context`` reaches the outside world only through a :class:`ContextBackend`, which each
+caller supplies (the request path, or the task worker). It imports neither the transport
+nor the task engine.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol, TypeVar, overload
+
+import mcp_types as types
+
+from .auth import AccessToken
+from .elicitation import (
+    AcceptedElicitation,
+    CancelledElicitation,
+    DeclinedElicitation,
+    ElicitationResult,
+    ElicitationSpec,
+    elicitation_spec,
+    raw_form_spec,
+)
+from .exceptions import ClientCapabilityError, ToolError
+
+logger = logging.getLogger("mcp_tasks.context")
+
+T = TypeVar("T")
+
+#: RFC 5424 severities in increasing order, as MCP uses them.
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+def level_allows(level: str, threshold: str | None) -> bool:
+    """True when a message at ``level`` passes a client's minimum ``threshold``."""
+    if threshold is None:
+        return True
+    try:
+        return LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold)
+    except ValueError:
+        return True
+
+
+class ContextBackend(Protocol):
+    """How a ``Context`` talks to the client; implemented by each caller."""
+
+    async def report_progress(
+        self, progress: float, total: float | None, message: str | None
+    ) -> None: ...
+
+    async def log(self, level: str, data: Any, logger_name: str | None) -> None: ...
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Ask the client (``elicitation/create``, ``sampling/createMessage``,
+        ``roots/list``) and return its result."""
+        ...
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None: ...
+
+
+class _NoBackend:
+    """Backend of a ``Context`` made outside any request or task."""
+
+    def _missing(self) -> RuntimeError:
+        return RuntimeError(
+            "this Context is not attached to a request or a background task, so it cannot "
+            "reach a client"
+        )
+
+    async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        return None
+
+    async def log(self, level: str, data: Any, logger_name: str | None) -> None:
+        return None
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise self._missing()
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+
+class Context:
+    """The caller's context, injected into a tool parameter annotated ``ctx: Context``.
+
+    The same class serves plain calls and background tasks; in a task, the fields are
+    restored from the snapshot taken when the task was created.
+    """
+
+    def __init__(
+        self,
+        *,
+        backend: ContextBackend | None = None,
+        request_id: str | int | None = None,
+        task_id: str | None = None,
+        session_id: str | None = None,
+        session: Any = None,
+        origin_request_id: str | int | None = None,
+        protocol_version: str | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
+        client_info: Mapping[str, Any] | None = None,
+        access_token: AccessToken | None = None,
+        user: Any = None,
+        lifespan_context: Any = None,
+        request_context: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._backend: ContextBackend = backend or _NoBackend()
+        self._request_id = request_id
+        self._task_id = task_id
+        self._session_id = session_id
+        self._session = session
+        self._origin_request_id = origin_request_id
+        self.protocol_version = protocol_version
+        self.client_capabilities: dict[str, Any] = dict(client_capabilities or {})
+        self.client_info: dict[str, Any] = dict(client_info or {})
+        self._access_token = access_token
+        self.user = user
+        self._lifespan_context = lifespan_context
+        self._request_context = request_context
+        self.headers: dict[str, str] = dict(headers or {})
+
+    # -- identity -------------------------------------------------------------------------
+
+    @property
+    def request_id(self) -> str | int | None:
+        """JSON-RPC id of the request being served (None in a background task)."""
+        return self._request_id
+
+    @property
+    def is_background_task(self) -> bool:
+        """True when this tool runs as a background task (it has a task ID)."""
+        return self._task_id is not None
+
+    @property
+    def task_id(self) -> str | None:
+        """The background task ID, or None in a plain call. Read-only."""
+        return self._task_id
+
+    @property
+    def session_id(self) -> str | None:
+        """The legacy session's id; in a background task, the id recorded at creation."""
+        return self._session_id
+
+    @property
+    def origin_request_id(self) -> str | int | None:
+        """In a background task: the id of the ``tools/call`` that created it."""
+        return self._origin_request_id if self._origin_request_id is not None else self._request_id
+
+    @property
+    def session(self) -> Any:
+        """The client session: in a background task, the one stored with the task.
+
+        Raises ``RuntimeError`` when no session is available (no request and no stored
+        session, or a stateless modern client).
+        """
+        if self._session is None:
+            raise RuntimeError(
+                "session is not available: this context has no request and no stored session"
+            )
+        return self._session
+
+    @property
+    def request_context(self) -> Any:
+        """The live request (None in a background task: the request has ended)."""
+        return self._request_context
+
+    @property
+    def lifespan_context(self) -> Any:
+        """What the configured ``LIFESPAN`` yielded; ``{}`` when there is none."""
+        return self._lifespan_context if self._lifespan_context is not None else {}
+
+    def get_access_token(self) -> AccessToken | None:
+        """The caller's access token, or None when unauthenticated or expired."""
+        token = self._access_token
+        if token is None or token.is_expired():
+            return None
+        return token
+
+    @property
+    def access_token(self) -> AccessToken | None:
+        """Same as :meth:`get_access_token`."""
+        return self.get_access_token()
+
+    def client_supports_extension(self, extension_id: str) -> bool:
+        """True when the client advertised ``extension_id`` in its capabilities."""
+        extensions = self.client_capabilities.get("extensions")
+        return isinstance(extensions, dict) and extension_id in extensions
+
+    # -- notifications --------------------------------------------------------------------
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Report progress (a task also shows ``message`` as its ``statusMessage``)."""
+        await self._backend.report_progress(progress, total, message)
+
+    async def log(self, level: str, data: Any, logger_name: str | None = None) -> None:
+        """Send a log message to the client, subject to the client's log level."""
+        if level not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        await self._backend.log(level, data, logger_name)
+
+    async def debug(self, data: Any, logger_name: str | None = None) -> None:
+        await self.log("debug", data, logger_name)
+
+    async def info(self, data: Any, logger_name: str | None = None) -> None:
+        await self.log("info", data, logger_name)
+
+    async def warning(self, data: Any, logger_name: str | None = None) -> None:
+        await self.log("warning", data, logger_name)
+
+    async def error(self, data: Any, logger_name: str | None = None) -> None:
+        await self.log("error", data, logger_name)
+
+    async def send_list_changed(self, kind: str) -> None:
+        """Tell clients the ``tools``, ``prompts`` or ``resources`` list changed."""
+        if kind not in ("tools", "prompts", "resources"):
+            raise ValueError("kind must be 'tools', 'prompts' or 'resources'")
+        await self._backend.notify(f"notifications/{kind}/list_changed", {})
+
+    async def send_resource_updated(self, uri: str) -> None:
+        """Tell subscribed clients that the resource at ``uri`` changed."""
+        await self._backend.notify("notifications/resources/updated", {"uri": str(uri)})
+
+    # -- asking the client ----------------------------------------------------------------
+
+    def _require_capability(self, name: str, what: str) -> None:
+        if name not in self.client_capabilities:
+            raise ClientCapabilityError(
+                f"the client did not declare the {name!r} capability, so it cannot be asked "
+                f"for {what}"
+            )
+
+    @overload
+    async def elicit(self, message: str, response_type: None = None) -> ElicitationResult: ...
+
+    @overload
+    async def elicit(
+        self, message: str, response_type: type[T]
+    ) -> AcceptedElicitation[T] | DeclinedElicitation | CancelledElicitation: ...
+
+    async def elicit(self, message: str, response_type: Any = None) -> ElicitationResult:
+        """Ask the user a question through the client (form mode).
+
+        ``response_type``: ``str``, ``int``, ``float``, ``bool``, an Enum, a ``Literal``, a
+        list of Enum/Literal values (multi-select), a pydantic model, a dataclass, a
+        TypedDict, or None for a bare confirmation. Returns ``AcceptedElicitation(data=…)``,
+        ``DeclinedElicitation()`` or ``CancelledElicitation()``.
+        """
+        return await self._elicit(message, elicitation_spec(response_type))
+
+    async def elicit_form(self, message: str, requested_schema: dict[str, Any]) -> ElicitationResult:
+        """Ask with a hand-written flat ``requestedSchema``; accepted data is the content dict."""
+        return await self._elicit(message, raw_form_spec(requested_schema))
+
+    async def _elicit(self, message: str, spec: ElicitationSpec) -> ElicitationResult:
+        self._require_capability("elicitation", "elicitation")
+        params = {"mode": "form", "message": message, "requestedSchema": spec.requested_schema}
+        result = await self._backend.request("elicitation/create", params)
+        try:
+            return spec.parse(result)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from exc
+
+    async def sample(
+        self,
+        messages: str | list[types.SamplingMessage] | list[dict[str, Any]],
+        *,
+        system_prompt: str | None = None,
+        max_tokens: int = 512,
+        temperature: float | None = None,
+        stop_sequences: list[str] | None = None,
+        model_preferences: types.ModelPreferences | dict[str, Any] | str | list[str] | None = None,
+        include_context: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> types.CreateMessageResult:
+        """Ask the client's LLM for a completion (``sampling/createMessage``)."""
+        self._require_capability("sampling", "sampling")
+        params: dict[str, Any] = {
+            "messages": _sampling_messages(messages),
+            "maxTokens": max_tokens,
+        }
+        if system_prompt is not None:
+            params["systemPrompt"] = system_prompt
+        if temperature is not None:
+            params["temperature"] = temperature
+        if stop_sequences:
+            params["stopSequences"] = stop_sequences
+        if include_context is not None:
+            params["includeContext"] = include_context
+        if metadata is not None:
+            params["metadata"] = metadata
+        if model_preferences is not None:
+            params["modelPreferences"] = _model_preferences(model_preferences)
+        result = await self._backend.request("sampling/createMessage", params)
+        return types.CreateMessageResult.model_validate(result)
+
+    async def list_roots(self) -> list[types.Root]:
+        """Ask the client for its roots (``roots/list``)."""
+        self._require_capability("roots", "its roots")
+        result = await self._backend.request("roots/list", {})
+        return types.ListRootsResult.model_validate(result).roots
+
+
+def _sampling_messages(
+    messages: str | list[types.SamplingMessage] | list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    if isinstance(messages, str):
+        return [{"role": "user", "content": {"type": "text", "text": messages}}]
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, types.SamplingMessage):
+            out.append(message.model_dump(by_alias=True, exclude_none=True, mode="json"))
+        else:
+            out.append(dict(message))
+    return out
+
+
+def _model_preferences(prefs: Any) -> dict[str, Any]:
+    if isinstance(prefs, str):
+        return {"hints": [{"name": prefs}]}
+    if isinstance(prefs, list):
+        return {"hints": [{"name": name} for name in prefs]}
+    if isinstance(prefs, types.ModelPreferences):
+        return prefs.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return dict(prefs)
+
+
+__all__ = [
+    "LOG_LEVELS",
+    "Context",
+    "ContextBackend",
+    "level_allows",
+]

@@ -1,0 +1,158 @@
+"""Elicitation: Python response types ⇄ the flat JSON schema of ``elicitation/create``.
+
+A scalar type (``str``, ``int``, ``float``, ``bool``, an ``Enum``, a ``Literal`` or a list of
+them) is asked as a single ``value`` property and unwrapped again; a pydantic model, a
+dataclass or a TypedDict is asked field by field; ``None`` asks for a bare confirmation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+T = TypeVar("T")
+
+_PRIMITIVES = {"string", "number", "integer", "boolean"}
+
+
+@dataclass(frozen=True)
+class AcceptedElicitation(Generic[T]):
+    """The user accepted and supplied ``data`` (of the requested response type)."""
+
+    data: T
+    action: Literal["accept"] = "accept"
+
+
+@dataclass(frozen=True)
+class DeclinedElicitation:
+    """The user explicitly declined to answer."""
+
+    action: Literal["decline"] = "decline"
+
+
+@dataclass(frozen=True)
+class CancelledElicitation:
+    """The question was dismissed, timed out or could not be asked."""
+
+    action: Literal["cancel"] = "cancel"
+
+
+ElicitationResult = AcceptedElicitation[Any] | DeclinedElicitation | CancelledElicitation
+
+
+def _is_scalar(response_type: Any) -> bool:
+    origin = typing.get_origin(response_type)
+    if response_type in (str, int, float, bool) or origin is Literal:
+        return True
+    if isinstance(response_type, type) and issubclass(response_type, enum.Enum):
+        return True
+    if origin in (list, set, tuple):
+        (item,) = typing.get_args(response_type)[:1] or (str,)
+        return typing.get_origin(item) is Literal or (
+            isinstance(item, type) and issubclass(item, enum.Enum)
+        )
+    return False
+
+
+def _is_structured(response_type: Any) -> bool:
+    if isinstance(response_type, type) and issubclass(response_type, BaseModel):
+        return True
+    if dataclasses.is_dataclass(response_type):
+        return True
+    return typing.is_typeddict(response_type)
+
+
+def _flatten(schema: dict[str, Any]) -> dict[str, Any]:
+    """Inline ``$ref``s and drop what the elicitation schema does not allow."""
+    defs = schema.pop("$defs", {})
+
+    def resolve(node: dict[str, Any]) -> dict[str, Any]:
+        if "$ref" in node:
+            target = defs[node["$ref"].rsplit("/", 1)[-1]]
+            merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+            return resolve(merged)
+        if "allOf" in node and len(node["allOf"]) == 1:
+            rest = {k: v for k, v in node.items() if k != "allOf"}
+            return resolve({**node["allOf"][0], **rest})
+        if node.get("type") == "array" and isinstance(node.get("items"), dict):
+            node = {**node, "items": resolve(node["items"])}
+        return node
+
+    properties = {name: resolve(prop) for name, prop in schema.get("properties", {}).items()}
+    for name, prop in properties.items():
+        kind = prop.get("type")
+        if kind == "array":
+            items = prop.get("items", {})
+            if "enum" not in items and "anyOf" not in items and "oneOf" not in items:
+                raise TypeError(f"elicitation field {name!r}: arrays must be of enum values")
+        elif kind not in _PRIMITIVES and "enum" not in prop and "oneOf" not in prop:
+            raise TypeError(
+                f"elicitation field {name!r} has type {kind!r}; elicitation schemas are flat: "
+                "use str, int, float, bool, an Enum/Literal, or a list of Enum/Literal values"
+            )
+    flat: dict[str, Any] = {"type": "object", "properties": properties}
+    if schema.get("required"):
+        flat["required"] = schema["required"]
+    if schema.get("title"):
+        flat["title"] = schema["title"]
+    return flat
+
+
+@dataclass(frozen=True)
+class ElicitationSpec:
+    """How to ask for a response type and how to read the answer back."""
+
+    response_type: Any
+    requested_schema: dict[str, Any]
+    wrapped: bool
+
+    def parse(self, result: dict[str, Any]) -> ElicitationResult:
+        """Turn an ``ElicitResult`` dict into an Accepted/Declined/Cancelled value.
+
+        Raises ``ValueError`` when accepted content does not fit the response type.
+        """
+        action = result.get("action")
+        if action == "decline":
+            return DeclinedElicitation()
+        if action != "accept":
+            return CancelledElicitation()
+        content = result.get("content") or {}
+        if self.response_type is None:
+            return AcceptedElicitation(data=None)
+        if self.response_type is dict:
+            return AcceptedElicitation(data=dict(content))
+        payload = content.get("value") if self.wrapped else content
+        try:
+            data = TypeAdapter(self.response_type).validate_python(payload)
+        except ValidationError as exc:
+            raise ValueError(f"elicitation answer does not match the requested type: {exc}") from exc
+        return AcceptedElicitation(data=data)
+
+
+def elicitation_spec(response_type: Any) -> ElicitationSpec:
+    """Build the ``requestedSchema`` for ``response_type`` (see the module docstring)."""
+    if response_type is None or response_type is types.NoneType:
+        return ElicitationSpec(None, {"type": "object", "properties": {}}, wrapped=False)
+    if _is_scalar(response_type):
+        inner = TypeAdapter(response_type).json_schema()
+        schema = {"type": "object", "properties": {"value": inner}, "required": ["value"]}
+        return ElicitationSpec(response_type, _flatten(schema), wrapped=True)
+    if _is_structured(response_type):
+        schema = TypeAdapter(response_type).json_schema()
+        return ElicitationSpec(response_type, _flatten(schema), wrapped=False)
+    raise TypeError(
+        f"unsupported elicitation response type {response_type!r}: use None, str, int, float, "
+        "bool, an Enum, a Literal, a list of Enum/Literal, a pydantic model, a dataclass or a "
+        "TypedDict"
+    )
+
+
+def raw_form_spec(requested_schema: dict[str, Any]) -> ElicitationSpec:
+    """Ask with a hand-written ``requestedSchema``; the accepted content is returned as a dict."""
+    return ElicitationSpec(dict, requested_schema, wrapped=False)

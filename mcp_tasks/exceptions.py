@@ -1,0 +1,46 @@
+"""Exceptions that tool authors raise or catch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ToolError(Exception):
+    """An error meant for the client: its message is shown as the tool's ``isError`` result.
+
+    Any other exception raised by a tool is logged with its traceback and reported to the
+    client as a generic failure, so internal details never leak.
+    """
+
+
+class ProtocolError(Exception):
+    """A JSON-RPC error to answer instead of a result (``{"error": {code, message, data}}``)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_dict(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class ClientCapabilityError(RuntimeError):
+    """The tool asked the client for something (elicitation, sampling, roots) it did not declare."""
+
+
+class InputRequired(BaseException):  # noqa: N818 - control flow, not an error
+    """Raised inside a tool to end this round of a modern (MRTR) call with ``input_required``.
+
+    It derives from ``BaseException`` so that a tool's ``except Exception`` does not swallow
+    it. Tool code never raises or catches it itself.
+    """
+
+    def __init__(self, key: str, request: dict[str, Any]) -> None:
+        super().__init__(key)
+        self.key = key
+        self.request = request

@@ -1,0 +1,165 @@
+"""Running tools, prompts and resource readers for a request, with a ``Context`` attached.
+
+Input from the client during a call goes through :class:`RequestBackend`: the legacy era
+sends a server→client request on the stream; the modern era uses MRTR — the round ends
+with ``input_required`` and the client's retry replays recorded answers in order.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from pydantic import ValidationError
+
+from ..context import Context, level_allows
+from ..exceptions import InputRequired
+from . import request_state
+from .request import RequestInfo, Sink
+
+logger = logging.getLogger("mcp_tasks.protocol")
+
+_KEY_PREFIX = {
+    "elicitation/create": "elicit",
+    "sampling/createMessage": "sample",
+    "roots/list": "roots",
+}
+
+
+class RequestBackend:
+    """A ``ContextBackend`` for a plain (non-task) call."""
+
+    def __init__(self, info: RequestInfo, sink: Sink, answers: dict[str, Any] | None = None) -> None:
+        self.info = info
+        self.sink = sink
+        self.answers = dict(answers or {})
+        self.asked = 0
+
+    async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        if self.info.progress_token is None:
+            return
+        params: dict[str, Any] = {"progressToken": self.info.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.sink.notify("notifications/progress", params)
+
+    async def log(self, level: str, data: Any, logger_name: str | None) -> None:
+        # Modern era: log only when this request asked for it; legacy: the session's level,
+        # everything when none was set.
+        if self.info.modern and self.info.log_level is None:
+            return
+        if not level_allows(level, self.info.log_level):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger_name:
+            params["logger"] = logger_name
+        await self.sink.notify("notifications/message", params)
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if not self.info.modern:
+            return await self.sink.request(method, params)
+        self.asked += 1
+        digest = hashlib.sha256(
+            json.dumps([method, params], sort_keys=True, default=str).encode()
+        ).hexdigest()[:10]
+        key = f"{_KEY_PREFIX.get(method, 'input')}-{self.asked}-{digest}"
+        if key in self.answers:
+            answer = self.answers[key]
+            return answer if isinstance(answer, dict) else {}
+        request: dict[str, Any] = {"method": method}
+        if params:
+            request["params"] = params
+        raise InputRequired(key, request)
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self.sink.publish(method, params)
+
+
+def gather_answers(info: RequestInfo, params: dict[str, Any], method: str, target: str, arguments: Any) -> dict[str, Any]:
+    """Answers carried by a modern retry: the sealed state plus this round's responses."""
+    if not info.modern:
+        return {}
+    answers: dict[str, Any] = {}
+    if "requestState" in params:
+        answers.update(
+            request_state.unseal(
+                params["requestState"],
+                principal=info.principal.scope,
+                method=method,
+                target=target,
+                arguments=arguments,
+            )
+        )
+    responses = params.get("inputResponses")
+    if isinstance(responses, dict):
+        answers.update(responses)
+    return answers
+
+
+def input_required_result(
+    exc: InputRequired, backend: RequestBackend, info: RequestInfo, method: str, target: str, arguments: Any
+) -> dict[str, Any]:
+    """The ``input_required`` result for a round that needs one more answer."""
+    token = request_state.seal(
+        backend.answers,
+        principal=info.principal.scope,
+        method=method,
+        target=target,
+        arguments=arguments,
+    )
+    return {
+        "resultType": "input_required",
+        "inputRequests": {exc.key: exc.request},
+        "requestState": token,
+    }
+
+
+def make_context(info: RequestInfo, backend: RequestBackend) -> Context:
+    """The ``Context`` of a plain call."""
+    token = info.principal.access_token
+    return Context(
+        backend=backend,
+        request_id=info.request_id,
+        session_id=info.session_id,
+        session=info.session,
+        protocol_version=info.protocol_version,
+        client_capabilities=info.client_capabilities,
+        client_info=info.client_info,
+        access_token=token,
+        user=info.principal.user,
+        lifespan_context=info.lifespan_context,
+        request_context=info,
+        headers={k: v for k, v in info.headers.items() if isinstance(v, str)},
+    )
+
+
+def _run_sync(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    close_old_connections()
+    try:
+        return fn(**kwargs)
+    finally:
+        close_old_connections()
+
+
+async def invoke(fn: Callable[..., Any], is_async: bool, kwargs: dict[str, Any]) -> Any:
+    """Call a registered function; sync functions run in a worker thread (ORM allowed)."""
+    if is_async:
+        return await fn(**kwargs)
+    return await sync_to_async(functools.partial(_run_sync, fn, kwargs), thread_sensitive=False)()
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """``field: problem`` for each invalid argument."""
+    parts = []
+    for error in exc.errors():
+        location = ".".join(str(part) for part in error.get("loc", ())) or "arguments"
+        parts.append(f"{location}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts)

@@ -1,0 +1,409 @@
+"""The MCP methods: one coroutine per method, taking params and returning a result dict.
+
+Handlers raise :class:`~mcp_tasks.exceptions.ProtocolError` for JSON-RPC errors. Era
+differences (``resultType``, caching hints) are added by :mod:`.dispatch`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import typing
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp_types as types
+from pydantic import BaseModel, ValidationError
+
+from ..conf import get_config
+from ..context import LOG_LEVELS
+from ..exceptions import ClientCapabilityError, InputRequired, ProtocolError, ToolError
+from ..server import MCPServer, PromptSpec, ResourceSpec, ToolSpec
+from .constants import (
+    INVALID_PARAMS,
+    LEGACY_VERSIONS,
+    MISSING_CLIENT_CAPABILITY,
+    MODERN_VERSIONS,
+    TASKS_EXTENSION,
+)
+from .envelope import check_param_headers
+from .execution import (
+    RequestBackend,
+    describe_validation_error,
+    gather_answers,
+    input_required_result,
+    invoke,
+    make_context,
+)
+from .request import RequestInfo, Sink
+
+logger = logging.getLogger("mcp_tasks.protocol")
+
+Handler = Callable[[MCPServer, RequestInfo, Sink, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+#: Set by the task engine: ``(server, tool, arguments, info, sink) -> result`` that creates
+#: a background task, or None while no task engine is installed.
+TaskStarter = Callable[[MCPServer, ToolSpec, dict[str, Any], RequestInfo, Sink, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class _Hooks:
+    start_task: TaskStarter | None = None
+
+
+hooks = _Hooks()
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    return typing.cast(dict[str, Any], model.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+
+def server_info() -> dict[str, Any]:
+    config = get_config()
+    return {"name": config["SERVER_NAME"], "version": config["SERVER_VERSION"]}
+
+
+def server_capabilities(info: RequestInfo) -> dict[str, Any]:
+    capabilities: dict[str, Any] = {
+        "tools": {"listChanged": True},
+        "prompts": {"listChanged": True},
+        "resources": {"subscribe": True, "listChanged": True},
+        "completions": {},
+        "logging": {},
+    }
+    if info.modern and hooks.start_task is not None:
+        capabilities["extensions"] = {TASKS_EXTENSION: {}}
+    return capabilities
+
+
+def _params_str(params: dict[str, Any], key: str) -> str:
+    value = params.get(key)
+    if not isinstance(value, str) or not value:
+        raise ProtocolError(INVALID_PARAMS, f"params.{key} must be a non-empty string")
+    return value
+
+
+def _params_dict(params: dict[str, Any], key: str) -> dict[str, Any]:
+    value = params.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ProtocolError(INVALID_PARAMS, f"params.{key} must be an object")
+    return value
+
+
+def _no_cursor(params: dict[str, Any]) -> None:
+    # Everything fits in one page; a cursor can only be one we never issued.
+    if params.get("cursor") is not None:
+        raise ProtocolError(INVALID_PARAMS, "Invalid cursor")
+
+
+# -- lifecycle --------------------------------------------------------------------------
+
+
+async def server_discover(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "supportedVersions": list(MODERN_VERSIONS),
+        "capabilities": server_capabilities(info),
+    }
+    instructions = get_config()["INSTRUCTIONS"]
+    if instructions:
+        result["instructions"] = instructions
+    return result
+
+
+async def initialize(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    requested = params.get("protocolVersion")
+    version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
+    result: dict[str, Any] = {
+        "protocolVersion": version,
+        "capabilities": server_capabilities(info),
+        "serverInfo": server_info(),
+    }
+    instructions = get_config()["INSTRUCTIONS"]
+    if instructions:
+        result["instructions"] = instructions
+    return result
+
+
+async def ping(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+async def set_log_level(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    level = params.get("level")
+    if level not in LOG_LEVELS:
+        raise ProtocolError(INVALID_PARAMS, f"params.level must be one of {', '.join(LOG_LEVELS)}")
+    if info.session is not None:
+        await info.session.set_log_level(level)
+    return {}
+
+
+# -- tools ------------------------------------------------------------------------------
+
+
+async def list_tools(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    _no_cursor(params)
+    task_support = info.protocol_version == "2025-11-25" and hooks.start_task is not None
+    return {"tools": [tool.definition(task_support=task_support) for tool in server.tools.values()]}
+
+
+def error_result(message: str) -> dict[str, Any]:
+    """A ``CallToolResult`` reporting a tool failure to the model."""
+    return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+async def run_tool(
+    tool: ToolSpec, validated: dict[str, Any], backend: RequestBackend, context_factory: Callable[[RequestBackend], Any]
+) -> dict[str, Any]:
+    """Run ``tool`` and convert its return value; tool failures become ``isError`` results.
+
+    ``InputRequired``, ``ProtocolError`` and cancellation propagate.
+    """
+    kwargs = dict(validated)
+    if tool.context_param:
+        kwargs[tool.context_param] = context_factory(backend)
+    try:
+        value = await invoke(tool.fn, tool.is_async, kwargs)
+        converted = tool.metadata.convert_result(value)
+    except (ToolError, ClientCapabilityError) as exc:
+        return error_result(str(exc))
+    except (ProtocolError, InputRequired, asyncio.CancelledError):
+        raise
+    except Exception:
+        logger.exception("tool %r raised", tool.name)
+        return error_result(f"Error executing tool {tool.name}: an internal error occurred")
+    return _dump(converted)
+
+
+async def call_tool(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    name = _params_str(params, "name")
+    arguments = _params_dict(params, "arguments")
+    tool = server.tools.get(name)
+    if tool is None:
+        raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
+    if info.modern:
+        check_param_headers(tool.input_schema, arguments, info.headers)
+    try:
+        validated = tool.metadata.validate_arguments(arguments)
+    except ValidationError as exc:
+        return error_result(f"Invalid arguments for tool {name}: {describe_validation_error(exc)}")
+
+    wants_task = info.modern and TASKS_EXTENSION in (info.client_capabilities.get("extensions") or {})
+    if tool.task.mode == "required" and not wants_task:
+        raise ProtocolError(
+            MISSING_CLIENT_CAPABILITY,
+            f"Tool {name!r} runs only as a background task; declare the {TASKS_EXTENSION} extension",
+            {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+        )
+    if wants_task and tool.task.mode != "forbidden" and hooks.start_task is not None:
+        return await hooks.start_task(server, tool, arguments, info, sink, params)
+
+    answers = gather_answers(info, params, "tools/call", name, arguments)
+    backend = RequestBackend(info, sink, answers)
+    try:
+        return await run_tool(tool, validated, backend, lambda b: make_context(info, b))
+    except InputRequired as exc:
+        return input_required_result(exc, backend, info, "tools/call", name, arguments)
+
+
+# -- prompts ----------------------------------------------------------------------------
+
+
+async def list_prompts(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    _no_cursor(params)
+    return {"prompts": [prompt.definition() for prompt in server.prompts.values()]}
+
+
+def _prompt_messages(value: Any) -> list[dict[str, Any]]:
+    items = value if isinstance(value, list | tuple) else [value]
+    messages = []
+    for item in items:
+        if isinstance(item, str):
+            messages.append({"role": "user", "content": {"type": "text", "text": item}})
+        elif isinstance(item, BaseModel):
+            messages.append(_dump(item))
+        elif isinstance(item, dict):
+            messages.append(_dump(types.PromptMessage.model_validate(item)))
+        else:
+            raise TypeError(f"a prompt returned {type(item).__name__}; return str, PromptMessage or a list")
+    return messages
+
+
+async def _render_prompt(prompt: PromptSpec, info: RequestInfo, backend: RequestBackend, arguments: dict[str, Any]) -> dict[str, Any]:
+    try:
+        validated = prompt.metadata.validate_arguments(arguments)
+    except ValidationError as exc:
+        raise ProtocolError(
+            INVALID_PARAMS, f"Invalid arguments for prompt {prompt.name}: {describe_validation_error(exc)}"
+        ) from exc
+    kwargs = dict(validated)
+    if prompt.context_param:
+        kwargs[prompt.context_param] = make_context(info, backend)
+    try:
+        value = await invoke(prompt.fn, prompt.is_async, kwargs)
+        if isinstance(value, types.GetPromptResult):
+            return _dump(value)
+        result: dict[str, Any] = {"messages": _prompt_messages(value)}
+    except (ProtocolError, InputRequired, asyncio.CancelledError):
+        raise
+    except Exception as exc:
+        logger.exception("prompt %r raised", prompt.name)
+        raise ProtocolError(-32603, f"Error rendering prompt {prompt.name}") from exc
+    if prompt.description:
+        result["description"] = prompt.description
+    return result
+
+
+async def get_prompt(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    name = _params_str(params, "name")
+    arguments = _params_dict(params, "arguments")
+    prompt = server.prompts.get(name)
+    if prompt is None:
+        raise ProtocolError(INVALID_PARAMS, f"Unknown prompt: {name}", {"name": name})
+    backend = RequestBackend(info, sink, gather_answers(info, params, "prompts/get", name, arguments))
+    try:
+        return await _render_prompt(prompt, info, backend, arguments)
+    except InputRequired as exc:
+        return input_required_result(exc, backend, info, "prompts/get", name, arguments)
+
+
+# -- resources --------------------------------------------------------------------------
+
+
+async def list_resources(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    _no_cursor(params)
+    return {"resources": [resource.definition() for resource in server.resources.values()]}
+
+
+async def list_resource_templates(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    _no_cursor(params)
+    return {"resourceTemplates": [template.definition() for template in server.templates.values()]}
+
+
+def _resource_contents(resource: ResourceSpec, uri: str, value: Any) -> list[dict[str, Any]]:
+    import base64
+
+    if isinstance(value, types.ReadResourceResult):
+        return [_dump(item) for item in value.contents]
+    items = value if isinstance(value, list) else [value]
+    contents = []
+    for item in items:
+        if isinstance(item, BaseModel):
+            contents.append(_dump(item))
+            continue
+        entry: dict[str, Any] = {"uri": uri}
+        if isinstance(item, bytes):
+            entry["blob"] = base64.b64encode(item).decode()
+            entry["mimeType"] = resource.mime_type or "application/octet-stream"
+        else:
+            if not isinstance(item, str):
+                import json
+
+                item = json.dumps(item, default=str)
+            entry["text"] = item
+            entry["mimeType"] = resource.mime_type or "text/plain"
+        contents.append(entry)
+    return contents
+
+
+async def read_resource(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    uri = _params_str(params, "uri")
+    found = server.find_resource(uri)
+    if found is None:
+        code = INVALID_PARAMS if info.modern else -32002
+        raise ProtocolError(code, "Resource not found", {"uri": uri})
+    resource, variables = found
+    backend = RequestBackend(info, sink, gather_answers(info, params, "resources/read", uri, {}))
+    kwargs: dict[str, Any] = dict(variables)
+    if resource.context_param:
+        kwargs[resource.context_param] = make_context(info, backend)
+    try:
+        value = await invoke(resource.fn, resource.is_async, kwargs)
+    except InputRequired as exc:
+        return input_required_result(exc, backend, info, "resources/read", uri, {})
+    except (ProtocolError, asyncio.CancelledError):
+        raise
+    except Exception as exc:
+        logger.exception("resource %r raised", uri)
+        raise ProtocolError(-32603, f"Error reading resource {uri}") from exc
+    return {"contents": _resource_contents(resource, uri, value)}
+
+
+async def subscribe_resource(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    uri = _params_str(params, "uri")
+    if info.session is not None:
+        await info.session.subscribe(uri)
+    return {}
+
+
+async def unsubscribe_resource(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    uri = _params_str(params, "uri")
+    if info.session is not None:
+        await info.session.unsubscribe(uri)
+    return {}
+
+
+# -- completion -------------------------------------------------------------------------
+
+
+async def complete(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    ref = _params_dict(params, "ref")
+    argument = _params_dict(params, "argument")
+    ref_type = ref.get("type")
+    key = ref.get("name") if ref_type == "ref/prompt" else ref.get("uri")
+    if ref_type not in ("ref/prompt", "ref/resource") or not isinstance(key, str):
+        raise ProtocolError(INVALID_PARAMS, "params.ref must be a ref/prompt with a name or a ref/resource with a uri")
+    if ref_type == "ref/prompt" and key not in server.prompts:
+        raise ProtocolError(INVALID_PARAMS, f"Unknown prompt: {key}")
+    if not isinstance(argument.get("name"), str):
+        raise ProtocolError(INVALID_PARAMS, "params.argument.name must be a string")
+    context_arguments = _params_dict(params, "context").get("arguments") or {}
+    function = server.completions.get((ref_type, key))
+    values: list[str] = []
+    if function is not None:
+        found = await invoke(
+            function,
+            asyncio.iscoroutinefunction(function),
+            {"argument_name": argument["name"], "value": str(argument.get("value", "")), "context_arguments": context_arguments},
+        )
+        values = [str(value) for value in (found or [])]
+    return {"completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}}
+
+
+MODERN_METHODS: dict[str, Handler] = {
+    "server/discover": server_discover,
+    "tools/list": list_tools,
+    "tools/call": call_tool,
+    "prompts/list": list_prompts,
+    "prompts/get": get_prompt,
+    "resources/list": list_resources,
+    "resources/templates/list": list_resource_templates,
+    "resources/read": read_resource,
+    "completion/complete": complete,
+}
+
+LEGACY_METHODS: dict[str, Handler] = {
+    "initialize": initialize,
+    "ping": ping,
+    "logging/setLevel": set_log_level,
+    "tools/list": list_tools,
+    "tools/call": call_tool,
+    "prompts/list": list_prompts,
+    "prompts/get": get_prompt,
+    "resources/list": list_resources,
+    "resources/templates/list": list_resource_templates,
+    "resources/read": read_resource,
+    "resources/subscribe": subscribe_resource,
+    "resources/unsubscribe": unsubscribe_resource,
+    "completion/complete": complete,
+}
+
+#: Methods whose modern results carry caching hints (``ttlMs``, ``cacheScope``).
+CACHEABLE = {
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+}

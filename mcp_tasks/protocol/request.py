@@ -1,0 +1,66 @@
+"""What the protocol layer knows about the request it serves, and how it answers back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from ..auth import Principal
+
+Era = Literal["modern", "legacy"]
+
+
+class Sink(Protocol):
+    """The transport's side of a request: where notifications and server requests go."""
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        """Send a notification on this request's response stream."""
+        ...
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send a server→client request on this request's stream and await the reply
+        (legacy era only)."""
+        ...
+
+    async def publish(self, method: str, params: dict[str, Any]) -> None:
+        """Broadcast a server-wide notification (list changed, resource updated) to every
+        stream that listens for it, in any process."""
+        ...
+
+
+class SessionHandle(Protocol):
+    """A legacy session's stored state, as the protocol layer may change it."""
+
+    id: str
+
+    async def set_log_level(self, level: str) -> None: ...
+
+    async def subscribe(self, uri: str) -> None: ...
+
+    async def unsubscribe(self, uri: str) -> None: ...
+
+
+@dataclass
+class RequestInfo:
+    """One request: its era, caller, declared client capabilities and headers."""
+
+    era: Era
+    protocol_version: str
+    principal: Principal
+    request_id: str | int | None = None
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    client_info: dict[str, Any] = field(default_factory=dict)
+    log_level: str | None = None
+    progress_token: str | int | None = None
+    headers: Mapping[str, str | list[str]] = field(default_factory=dict)
+    session: SessionHandle | None = None
+    lifespan_context: Any = None
+
+    @property
+    def modern(self) -> bool:
+        return self.era == "modern"
+
+    @property
+    def session_id(self) -> str | None:
+        return self.session.id if self.session is not None else None

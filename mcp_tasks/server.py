@@ -1,0 +1,423 @@
+"""The registry of tools, prompts, resources and completions, and the ``@mcp`` decorators.
+
+Authoring code registers with the module-level :data:`mcp` from an app's ``ready()``::
+
+    from mcp_tasks import mcp, Context
+
+    @mcp.tool(task=True)
+    async def build_report(quarter: str, ctx: Context) -> str: ...
+
+This module knows nothing about HTTP, Channels or rq.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+import mcp_types as types
+from django.core.exceptions import ImproperlyConfigured
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
+
+from .context import Context
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+TaskMode = Literal["forbidden", "optional", "required"]
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,128}$")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """How a tool runs as a background task.
+
+    ``mode``: ``forbidden`` (never a task), ``optional`` (a task when the client supports
+    tasks, else inline) or ``required`` (only as a task). ``ttl`` (seconds) is how long the
+    task and its result are kept; ``poll_interval`` (seconds) is suggested to pollers;
+    ``queue`` is the rq queue; ``timeout`` (seconds) is the rq job timeout.
+    """
+
+    mode: TaskMode = "optional"
+    ttl: float | None = None
+    poll_interval: float | None = None
+    queue: str | None = None
+    timeout: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("forbidden", "optional", "required"):
+            raise ImproperlyConfigured(
+                f"TaskConfig(mode={self.mode!r}): use 'forbidden', 'optional' or 'required'"
+            )
+
+    @classmethod
+    def coerce(cls, task: bool | TaskMode | TaskConfig | None) -> TaskConfig:
+        """``True`` → optional, ``False``/``None`` → forbidden, a mode string → that mode."""
+        if isinstance(task, TaskConfig):
+            return task
+        if task is None or task is False:
+            return cls(mode="forbidden")
+        if task is True:
+            return cls(mode="optional")
+        if isinstance(task, str):
+            return cls(mode=task)
+        raise ImproperlyConfigured(f"task={task!r}: use a bool, a mode string or a TaskConfig")
+
+
+def _context_parameter(fn: Callable[..., Any]) -> str | None:
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable annotations: fall back to the raw ones
+        hints = dict(getattr(fn, "__annotations__", {}))
+    for name, annotation in hints.items():
+        candidates = (annotation, *typing.get_args(annotation))
+        if any(inspect.isclass(c) and issubclass(c, Context) for c in candidates):
+            return name
+    return None
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    while hasattr(fn, "__wrapped__"):
+        if inspect.iscoroutinefunction(fn):
+            return True
+        fn = fn.__wrapped__
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - callable objects
+    )
+
+
+def _description(fn: Callable[..., Any], description: str | None) -> str:
+    return description if description is not None else inspect.cleandoc(fn.__doc__ or "")
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    return typing.cast(dict[str, Any], model.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+
+@dataclass
+class ToolSpec:
+    """A registered tool."""
+
+    fn: Callable[..., Any]
+    name: str
+    title: str | None
+    description: str
+    metadata: FuncMetadata
+    context_param: str | None
+    is_async: bool
+    task: TaskConfig
+    annotations: types.ToolAnnotations | None = None
+    icons: list[types.Icon] | None = None
+    meta: dict[str, Any] | None = None
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return typing.cast(dict[str, Any], self.metadata.arg_model.model_json_schema(by_alias=True))
+
+    def definition(self, *, task_support: bool = False) -> dict[str, Any]:
+        """The tool as listed by ``tools/list``."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+        }
+        if self.title:
+            out["title"] = self.title
+        if self.metadata.output_schema is not None:
+            out["outputSchema"] = self.metadata.output_schema
+        if self.annotations is not None:
+            out["annotations"] = _dump(self.annotations)
+        if self.icons:
+            out["icons"] = [_dump(icon) for icon in self.icons]
+        if self.meta:
+            out["_meta"] = self.meta
+        if task_support:
+            out["execution"] = {"taskSupport": self.task.mode}
+        return out
+
+
+@dataclass
+class PromptSpec:
+    """A registered prompt."""
+
+    fn: Callable[..., Any]
+    name: str
+    title: str | None
+    description: str
+    metadata: FuncMetadata
+    context_param: str | None
+    is_async: bool
+    icons: list[types.Icon] | None = None
+    meta: dict[str, Any] | None = None
+
+    def arguments(self) -> list[dict[str, Any]]:
+        schema = self.metadata.arg_model.model_json_schema(by_alias=True)
+        required = set(schema.get("required", []))
+        out = []
+        for name, prop in schema.get("properties", {}).items():
+            argument: dict[str, Any] = {"name": name, "required": name in required}
+            if prop.get("description"):
+                argument["description"] = prop["description"]
+            out.append(argument)
+        return out
+
+    def definition(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "arguments": self.arguments()}
+        if self.description:
+            out["description"] = self.description
+        if self.title:
+            out["title"] = self.title
+        if self.icons:
+            out["icons"] = [_dump(icon) for icon in self.icons]
+        if self.meta:
+            out["_meta"] = self.meta
+        return out
+
+
+_TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass
+class ResourceSpec:
+    """A registered resource (fixed URI) or resource template (URI with ``{vars}``)."""
+
+    fn: Callable[..., Any]
+    uri: str
+    name: str
+    title: str | None
+    description: str
+    mime_type: str | None
+    context_param: str | None
+    is_async: bool
+    icons: list[types.Icon] | None = None
+    annotations: types.Annotations | None = None
+    meta: dict[str, Any] | None = None
+    variables: list[str] = field(default_factory=list)
+    pattern: re.Pattern[str] | None = None
+
+    @property
+    def is_template(self) -> bool:
+        return self.pattern is not None
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        """Template variables when ``uri`` matches this template (or the fixed URI)."""
+        if self.pattern is None:
+            return {} if uri == self.uri else None
+        found = self.pattern.fullmatch(uri)
+        return found.groupdict() if found else None
+
+    def definition(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        out["uriTemplate" if self.is_template else "uri"] = self.uri
+        if self.description:
+            out["description"] = self.description
+        if self.title:
+            out["title"] = self.title
+        if self.mime_type:
+            out["mimeType"] = self.mime_type
+        if self.icons:
+            out["icons"] = [_dump(icon) for icon in self.icons]
+        if self.annotations is not None:
+            out["annotations"] = _dump(self.annotations)
+        if self.meta:
+            out["_meta"] = self.meta
+        return out
+
+
+CompletionFn = Callable[..., Any]
+
+
+class MCPServer:
+    """A registry of MCP tools, prompts and resources. Use the module-level :data:`mcp`."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, ToolSpec] = {}
+        self.prompts: dict[str, PromptSpec] = {}
+        self.resources: dict[str, ResourceSpec] = {}
+        self.templates: dict[str, ResourceSpec] = {}
+        self.completions: dict[tuple[str, str], CompletionFn] = {}
+
+    # -- registration ---------------------------------------------------------------------
+
+    @staticmethod
+    def _check_unique(kind: str, registry: dict[Any, Any], key: Any, fn: Callable[..., Any]) -> None:
+        existing = registry.get(key)
+        if existing is None:
+            return
+        same = (
+            getattr(existing.fn, "__module__", None) == getattr(fn, "__module__", None)
+            and getattr(existing.fn, "__qualname__", None) == getattr(fn, "__qualname__", None)
+        )
+        if not same:  # a module imported twice re-registers the same function: harmless
+            raise ImproperlyConfigured(
+                f"two {kind}s are named {key!r} ({existing.fn.__module__}."
+                f"{existing.fn.__qualname__} and {fn.__module__}.{fn.__qualname__}); "
+                "give one of them another name with name=..."
+            )
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: types.ToolAnnotations | dict[str, Any] | None = None,
+        task: bool | TaskMode | TaskConfig | None = None,
+        structured_output: bool | None = None,
+        icons: list[types.Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a function as a tool. ``task=True`` lets it run as a background task."""
+        if callable(name):
+            raise TypeError("use @mcp.tool() with parentheses")
+
+        def decorator(fn: F) -> F:
+            tool_name = name or fn.__name__
+            if not _TOOL_NAME.match(tool_name):
+                raise ImproperlyConfigured(
+                    f"tool name {tool_name!r} is invalid: use 1-128 letters, digits, '_', '-', '.'"
+                )
+            self._check_unique("tool", self.tools, tool_name, fn)
+            context_param = _context_parameter(fn)
+            skip = [context_param] if context_param else []
+            notes = (
+                types.ToolAnnotations.model_validate(annotations)
+                if isinstance(annotations, dict)
+                else annotations
+            )
+            self.tools[tool_name] = ToolSpec(
+                fn=fn,
+                name=tool_name,
+                title=title,
+                description=_description(fn, description),
+                metadata=func_metadata(fn, skip_names=skip, structured_output=structured_output),
+                context_param=context_param,
+                is_async=_is_async(fn),
+                task=TaskConfig.coerce(task),
+                annotations=notes,
+                icons=icons,
+                meta=meta,
+            )
+            return fn
+
+        return decorator
+
+    def prompt(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        icons: list[types.Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a function that renders a prompt."""
+        if callable(name):
+            raise TypeError("use @mcp.prompt() with parentheses")
+
+        def decorator(fn: F) -> F:
+            prompt_name = name or fn.__name__
+            self._check_unique("prompt", self.prompts, prompt_name, fn)
+            context_param = _context_parameter(fn)
+            self.prompts[prompt_name] = PromptSpec(
+                fn=fn,
+                name=prompt_name,
+                title=title,
+                description=_description(fn, description),
+                metadata=func_metadata(fn, skip_names=[context_param] if context_param else []),
+                context_param=context_param,
+                is_async=_is_async(fn),
+                icons=icons,
+                meta=meta,
+            )
+            return fn
+
+        return decorator
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        icons: list[types.Icon] | None = None,
+        annotations: types.Annotations | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a resource; a URI with ``{variables}`` registers a resource template
+        whose variables are passed to the function as keyword arguments."""
+
+        def decorator(fn: F) -> F:
+            variables = _TEMPLATE_VAR.findall(uri)
+            context_param = _context_parameter(fn)
+            params = set(inspect.signature(fn).parameters) - {context_param}
+            if set(variables) != params:
+                raise ImproperlyConfigured(
+                    f"resource {uri!r}: the URI variables {sorted(variables)} must match the "
+                    f"parameters of {fn.__qualname__} {sorted(params)}"
+                )
+            pattern = None
+            if variables:
+                regex = ""
+                for literal, var in zip(
+                    _TEMPLATE_VAR.split(uri)[0::2], [*variables, None], strict=True
+                ):
+                    regex += re.escape(literal)
+                    if var:
+                        regex += f"(?P<{var}>[^/?#]+)"
+                pattern = re.compile(regex)
+            registry = self.templates if variables else self.resources
+            self._check_unique("resource", registry, uri, fn)
+            registry[uri] = ResourceSpec(
+                fn=fn,
+                uri=uri,
+                name=name or fn.__name__,
+                title=title,
+                description=_description(fn, description),
+                mime_type=mime_type,
+                context_param=context_param,
+                is_async=_is_async(fn),
+                icons=icons,
+                annotations=annotations,
+                meta=meta,
+                variables=variables,
+                pattern=pattern,
+            )
+            return fn
+
+        return decorator
+
+    def completion(self, ref_type: str, ref: str) -> Callable[[F], F]:
+        """Register argument completions for ``("ref/prompt", name)`` or
+        ``("ref/resource", uri_template)``. The function gets ``argument_name``, ``value``
+        and ``context_arguments`` and returns a list of strings."""
+        if ref_type not in ("ref/prompt", "ref/resource"):
+            raise ImproperlyConfigured("ref_type must be 'ref/prompt' or 'ref/resource'")
+
+        def decorator(fn: F) -> F:
+            self.completions[(ref_type, ref)] = fn
+            return fn
+
+        return decorator
+
+    # -- lookup ---------------------------------------------------------------------------
+
+    def find_resource(self, uri: str) -> tuple[ResourceSpec, dict[str, str]] | None:
+        """The resource or template serving ``uri`` and the template variables."""
+        if uri in self.resources:
+            return self.resources[uri], {}
+        for template in self.templates.values():
+            variables = template.match(uri)
+            if variables is not None:
+                return template, variables
+        return None
+
+
+#: The registry the ``/mcp`` endpoint serves.
+mcp = MCPServer()

@@ -1,0 +1,98 @@
+"""Legacy sessions stored in the database, shared by every ASGI process."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.utils import timezone
+
+from .auth import Principal
+from .conf import get_config
+from .models import LegacySession
+
+#: Don't write ``last_seen_at`` more often than this.
+_TOUCH_EVERY = timedelta(seconds=60)
+
+
+class StoredSession:
+    """A legacy session as the protocol layer sees it (implements ``SessionHandle``)."""
+
+    def __init__(self, row: LegacySession) -> None:
+        self._row = row
+        self.id = row.id
+        self.protocol_version = row.protocol_version
+        self.client_capabilities: dict[str, Any] = dict(row.client_capabilities or {})
+        self.client_info: dict[str, Any] = dict(row.client_info or {})
+        self.log_level: str | None = row.log_level or None
+        self.subscriptions: list[str] = list(row.subscriptions or [])
+
+    async def set_log_level(self, level: str) -> None:
+        self.log_level = level
+        await LegacySession.objects.filter(pk=self.id).aupdate(log_level=level)
+
+    async def subscribe(self, uri: str) -> None:
+        await self._change_subscriptions(add=uri)
+
+    async def unsubscribe(self, uri: str) -> None:
+        await self._change_subscriptions(remove=uri)
+
+    @database_sync_to_async
+    def _change_subscriptions(self, add: str | None = None, remove: str | None = None) -> None:
+        from django.db import transaction
+
+        with transaction.atomic():
+            row = LegacySession.objects.select_for_update().get(pk=self.id)
+            uris = [uri for uri in row.subscriptions if uri != remove]
+            if add and add not in uris:
+                uris.append(add)
+            row.subscriptions = uris
+            row.save(update_fields=["subscriptions"])
+            self.subscriptions = uris
+
+
+async def create_session(
+    principal: Principal, protocol_version: str, client_info: Any, client_capabilities: Any
+) -> StoredSession:
+    """Start a session for ``principal`` after a successful ``initialize``."""
+    row = await LegacySession.objects.acreate(
+        id=secrets.token_hex(32),
+        principal_scope=principal.scope,
+        protocol_version=protocol_version,
+        client_info=client_info if isinstance(client_info, dict) else {},
+        client_capabilities=client_capabilities if isinstance(client_capabilities, dict) else {},
+    )
+    return StoredSession(row)
+
+
+def _idle_cutoff() -> Any:
+    return timezone.now() - timedelta(seconds=get_config()["SESSION_IDLE_TIMEOUT"])
+
+
+async def load_session(session_id: str, principal: Principal) -> StoredSession | None:
+    """The live session with this id owned by ``principal``, or None."""
+    if not session_id or len(session_id) > 64:
+        return None
+    row = await LegacySession.objects.filter(
+        pk=session_id, principal_scope=principal.scope, last_seen_at__gte=_idle_cutoff()
+    ).afirst()
+    if row is None:
+        return None
+    now = timezone.now()
+    if now - row.last_seen_at > _TOUCH_EVERY:
+        await LegacySession.objects.filter(pk=row.pk).aupdate(last_seen_at=now)
+    return StoredSession(row)
+
+
+async def end_session(session_id: str, principal: Principal) -> bool:
+    """Forget a session (HTTP ``DELETE``); False when there was none."""
+    deleted, _ = await LegacySession.objects.filter(pk=session_id, principal_scope=principal.scope).adelete()
+    return bool(deleted)
+
+
+def purge_idle_sessions() -> int:
+    """Delete sessions idle for longer than ``SESSION_IDLE_TIMEOUT``; returns the count."""
+    deleted, _ = LegacySession.objects.filter(last_seen_at__lt=_idle_cutoff()).delete()
+    return deleted

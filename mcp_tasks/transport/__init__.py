@@ -1,0 +1,1 @@
+"""HTTP transport: the Channels consumer and its guards."""

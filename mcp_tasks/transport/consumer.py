@@ -1,0 +1,419 @@
+"""The Channels consumer serving the MCP endpoint (Streamable HTTP, both eras).
+
+One consumer instance serves one HTTP request. Besides the ASGI messages it receives
+channel-layer messages, so that any process can reach it: the client's reply to a server
+request (``mcp.reply``), a legacy cancel (``mcp.cancel``) and notifications to forward
+(``mcp.notify``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import secrets
+from typing import Any
+
+from channels.consumer import AsyncConsumer
+from channels.exceptions import StopConsumer
+from channels.layers import get_channel_layer
+from channels.utils import await_many_dispatch
+
+from ..auth import Principal
+from ..conf import get_config
+from ..exceptions import ProtocolError, ToolError
+from ..lifespan import lifespan_context
+from ..models import LegacySession
+from ..protocol import RequestInfo, handle_request, kind_of, modern_request_info, parse_body
+from ..protocol.constants import (
+    INVALID_REQUEST,
+    LEGACY_VERSIONS,
+    META_SUBSCRIPTION_ID,
+    http_status_for,
+    is_modern,
+)
+from ..server import MCPServer, mcp
+from ..sessions import StoredSession, create_session, end_session, load_session
+from . import groups
+from .authentication import authenticate
+from .http import (
+    HttpError,
+    accepts,
+    check_content_type,
+    check_host,
+    check_origin,
+    cors_headers,
+    first,
+    header_map,
+    preflight_headers,
+)
+from .stream import ResponseStream
+
+logger = logging.getLogger("mcp_tasks.transport")
+
+JSON = [(b"content-type", b"application/json")]
+
+#: ``subscriptions/listen`` filter keys → the notification each one selects.
+LIST_CHANGED_FILTERS = {
+    "toolsListChanged": "notifications/tools/list_changed",
+    "promptsListChanged": "notifications/prompts/list_changed",
+    "resourcesListChanged": "notifications/resources/list_changed",
+}
+
+
+class McpConsumer(AsyncConsumer):
+    """Serves ``POST``/``GET``/``DELETE`` on the MCP endpoint for ``server``."""
+
+    server: MCPServer = mcp
+
+    def __init__(self, server: MCPServer | None = None) -> None:
+        if server is not None:
+            self.server = server
+        self.body = bytearray()
+        self.work: asyncio.Task[None] | None = None
+        self.finished = asyncio.Event()
+        self.cancel_on_disconnect = False
+        self.joined: set[str] = set()
+        self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.notify_filter: Any = None  # set by streams that forward notifications
+        self.session: StoredSession | None = None
+
+    # -- ASGI plumbing --------------------------------------------------------------------
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:  # type: ignore[override]
+        self.scope = scope
+        self.base_send = send
+        self.stream = ResponseStream(send)
+        self.channel_layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
+        sources = [receive]
+        if self.channel_layer is not None:
+            self.channel_name = await self.channel_layer.new_channel()
+            sources.append(functools.partial(self.channel_layer.receive, self.channel_name))
+        loop = asyncio.ensure_future(await_many_dispatch(sources, self.dispatch))
+        done = asyncio.ensure_future(self.finished.wait())
+        try:
+            await asyncio.wait({loop, done}, return_when=asyncio.FIRST_COMPLETED)
+            if loop.done() and not loop.cancelled() and not isinstance(loop.exception(), StopConsumer):
+                loop.result()
+        finally:
+            for task in (loop, done):
+                task.cancel()
+            if self.work is not None and not self.work.done() and self.cancel_on_disconnect:
+                self.work.cancel()
+            await self._leave_groups()
+
+    async def http_request(self, message: dict[str, Any]) -> None:
+        if self.work is not None:
+            return
+        self.body += message.get("body", b"")
+        limit = get_config()["MAX_BODY_BYTES"]
+        declared = first(header_map(self.scope), "content-length")
+        if len(self.body) > limit or (declared and declared.isdigit() and int(declared) > limit):
+            await self.stream.plain(413, HttpError(413, f"Request body too large (limit {limit} bytes)").payload(), JSON)
+            self.finished.set()
+            return
+        if not message.get("more_body"):
+            self.work = asyncio.ensure_future(self._serve(bytes(self.body)))
+
+    async def http_disconnect(self, message: dict[str, Any]) -> None:
+        self.stream.disconnected()
+        if self.work is not None and not self.work.done() and not self.cancel_on_disconnect:
+            # Legacy era: a closed stream is not a cancel; the call finishes on its own.
+            self.work = None
+        self.finished.set()
+        raise StopConsumer
+
+    async def mcp_reply(self, message: dict[str, Any]) -> None:
+        future = self.pending.get(message["key"])
+        if future is not None and not future.done() and message.get("session") == self.session_id:
+            future.set_result(message["message"])
+
+    async def mcp_cancel(self, message: dict[str, Any]) -> None:
+        if self.work is not None and not self.work.done():
+            self.work.cancel()
+
+    async def mcp_notify(self, message: dict[str, Any]) -> None:
+        notification = message["message"]
+        if self.notify_filter is not None and await self.notify_filter(notification):
+            await self.stream.event(notification)
+
+    async def _join(self, group: str) -> None:
+        if self.channel_layer is not None and group not in self.joined:
+            await self.channel_layer.group_add(group, self.channel_name)
+            self.joined.add(group)
+
+    async def _leave_groups(self) -> None:
+        for group in list(self.joined):
+            try:
+                await self.channel_layer.group_discard(group, self.channel_name)
+            except Exception:  # the layer may be gone at shutdown
+                logger.debug("could not leave %s", group, exc_info=True)
+        self.joined.clear()
+
+    @property
+    def session_id(self) -> str | None:
+        return self.session.id if self.session is not None else None
+
+    # -- request handling -----------------------------------------------------------------
+
+    async def _serve(self, body: bytes) -> None:
+        try:
+            await self._route(body)
+        except HttpError as exc:
+            await self.stream.plain(exc.status, exc.payload(), JSON + exc.headers)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("MCP request failed")
+            await self.stream.plain(500, HttpError(500, "Internal server error").payload(), JSON)
+        finally:
+            self.finished.set()
+
+    async def _route(self, body: bytes) -> None:
+        headers = header_map(self.scope)
+        self.headers = headers
+        host = check_host(headers)
+        origin = check_origin(headers, host)
+        self.stream.headers += cors_headers(origin)
+        method = self.scope["method"]
+        if method == "OPTIONS":
+            await self.stream.plain(204, b"", preflight_headers(headers))
+            return
+        version = first(headers, "mcp-protocol-version")
+        modern = is_modern(version)
+        allowed = "POST" if modern else "GET, POST, DELETE"
+        if method not in allowed.split(", "):
+            raise HttpError(405, "Method Not Allowed", [(b"allow", allowed.encode())])
+        if not modern and version is not None and version not in LEGACY_VERSIONS:
+            raise HttpError(400, f"Unsupported MCP-Protocol-Version {version!r}")
+        principal = await authenticate(self.scope, headers)
+        if method == "GET":
+            await self._legacy_get(principal)
+        elif method == "DELETE":
+            await self._legacy_delete(principal)
+        else:
+            await self._post(body, principal, modern, version)
+
+    async def _post(self, body: bytes, principal: Principal, modern: bool, version: str | None) -> None:
+        if not accepts(self.headers, "application/json", "text/event-stream"):
+            raise HttpError(406, "Not Acceptable: Client must accept both application/json and text/event-stream")
+        check_content_type(self.headers)
+        try:
+            message = parse_body(body)
+            kind = kind_of(message)
+        except ProtocolError as exc:
+            await self._error(None, exc)
+            return
+        if modern:
+            await self._modern(message, kind, principal)
+        else:
+            await self._legacy(message, kind, principal)
+
+    async def _error(self, request_id: Any, exc: ProtocolError) -> None:
+        body = {"jsonrpc": "2.0", "id": request_id, "error": exc.to_dict()}
+        await self.stream.finish(body, status=http_status_for(exc.code))
+
+    async def _respond(self, response: dict[str, Any], modern: bool) -> None:
+        error = response.get("error")
+        status = http_status_for(error["code"]) if error and modern else 200
+        await self.stream.finish(response, status=status)
+
+    async def _run(self, message: dict[str, Any], info: RequestInfo) -> dict[str, Any]:
+        keepalive = asyncio.ensure_future(self._keepalive())
+        try:
+            return await handle_request(self.server, message, info, self)
+        finally:
+            keepalive.cancel()
+
+    async def _keepalive(self) -> None:
+        interval = get_config()["SSE_KEEPALIVE"]
+        while True:
+            await asyncio.sleep(interval)
+            await self.stream.ping()
+
+    # -- modern era -----------------------------------------------------------------------
+
+    async def _modern(self, message: dict[str, Any], kind: str, principal: Principal) -> None:
+        if kind == "notification":
+            await self.stream.finish(None)
+            return
+        if kind == "response":
+            await self._error(message.get("id"), ProtocolError(INVALID_REQUEST, "The 2026-07-28 protocol has no server requests to respond to"))
+            return
+        try:
+            info = modern_request_info(message, self.headers, principal, await lifespan_context())
+        except ProtocolError as exc:
+            await self._error(message["id"], exc)
+            return
+        self.cancel_on_disconnect = True  # closing the stream cancels the request
+        if message["method"] == "subscriptions/listen":
+            await self._listen(message, info)
+            return
+        await self._respond(await self._run(message, info), modern=True)
+
+    async def _listen(self, message: dict[str, Any], info: RequestInfo) -> None:
+        if not accepts(self.headers, "text/event-stream"):
+            raise HttpError(406, "Not Acceptable: subscriptions/listen needs text/event-stream")
+        wanted = (message.get("params") or {}).get("notifications") or {}
+        if not isinstance(wanted, dict):
+            await self._error(message["id"], ProtocolError(-32602, "params.notifications must be an object"))
+            return
+        agreed: dict[str, Any] = {key: True for key in LIST_CHANGED_FILTERS if wanted.get(key) is True}
+        uris = wanted.get("resourceSubscriptions")
+        if isinstance(uris, list) and all(isinstance(uri, str) for uri in uris):
+            agreed["resourceSubscriptions"] = uris
+        subscription_id = message["id"]
+        methods = {LIST_CHANGED_FILTERS[key] for key in agreed if key in LIST_CHANGED_FILTERS}
+
+        async def accept(notification: dict[str, Any]) -> bool:
+            method = notification.get("method")
+            params = notification.setdefault("params", {})
+            if method == "notifications/resources/updated":
+                if params.get("uri") not in agreed.get("resourceSubscriptions", []):
+                    return False
+            elif method not in methods:
+                return False
+            params.setdefault("_meta", {})[META_SUBSCRIPTION_ID] = subscription_id
+            return True
+
+        self.notify_filter = accept
+        await self._join(groups.BROADCAST)
+        await self.stream.event(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/subscriptions/acknowledged",
+                "params": {"_meta": {META_SUBSCRIPTION_ID: subscription_id}, "notifications": agreed},
+            }
+        )
+        await self._keepalive()  # until the client closes the stream
+
+    # -- legacy era -----------------------------------------------------------------------
+
+    async def _legacy_session(self, principal: Principal) -> StoredSession:
+        session_id = first(self.headers, "mcp-session-id")
+        if not session_id:
+            raise HttpError(400, "Bad Request: Missing session ID")
+        session = await load_session(session_id, principal)
+        if session is None:
+            raise HttpError(404, "Session not found")
+        self.session = session
+        self.stream.headers.append((b"mcp-session-id", session.id.encode()))
+        return session
+
+    def _legacy_info(self, message: dict[str, Any], principal: Principal, session: StoredSession | None, lifespan: Any) -> RequestInfo:
+        params = message.get("params") or {}
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        token = meta.get("progressToken")
+        return RequestInfo(
+            era="legacy",
+            protocol_version=session.protocol_version if session else LEGACY_VERSIONS[0],
+            principal=principal,
+            request_id=message.get("id"),
+            client_capabilities=session.client_capabilities if session else {},
+            client_info=session.client_info if session else {},
+            log_level=session.log_level if session else None,
+            progress_token=token if isinstance(token, str | int) and not isinstance(token, bool) else None,
+            headers=self.headers,
+            session=session,
+            lifespan_context=lifespan,
+        )
+
+    async def _legacy(self, message: dict[str, Any], kind: str, principal: Principal) -> None:
+        if kind == "request" and message["method"] == "initialize":
+            await self._initialize(message, principal)
+            return
+        session = await self._legacy_session(principal)
+        if kind == "response":
+            await self.channel_layer.group_send(
+                groups.reply_group(str(message["id"])),
+                {"type": "mcp.reply", "key": str(message["id"]), "session": session.id, "message": message},
+            )
+            await self.stream.finish(None)
+            return
+        if kind == "notification":
+            if message["method"] == "notifications/cancelled":
+                request_id = (message.get("params") or {}).get("requestId")
+                await self.channel_layer.group_send(groups.call_group(session.id, request_id), {"type": "mcp.cancel"})
+            await self.stream.finish(None)
+            return
+        await self._join(groups.call_group(session.id, message["id"]))
+        info = self._legacy_info(message, principal, session, await lifespan_context())
+        try:
+            response = await self._run(message, info)
+        except asyncio.CancelledError:
+            if self.cancel_on_disconnect or self.stream.closed:
+                raise
+            # notifications/cancelled: the client expects no response.
+            await self.stream.finish(None)
+            return
+        await self._respond(response, modern=False)
+
+    async def _initialize(self, message: dict[str, Any], principal: Principal) -> None:
+        params = message.get("params") or {}
+        info = self._legacy_info(message, principal, None, None)
+        info.client_capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
+        response = await handle_request(self.server, message, info, self)
+        if "result" in response:
+            session = await create_session(
+                principal, response["result"]["protocolVersion"], params.get("clientInfo"), info.client_capabilities
+            )
+            self.stream.headers.append((b"mcp-session-id", session.id.encode()))
+        await self._respond(response, modern=False)
+
+    async def _legacy_get(self, principal: Principal) -> None:
+        if not accepts(self.headers, "text/event-stream"):
+            raise HttpError(406, "Not Acceptable: Client must accept text/event-stream")
+        session = await self._legacy_session(principal)
+
+        async def accept(notification: dict[str, Any]) -> bool:
+            if notification.get("method") == "notifications/resources/updated":
+                row = await LegacySession.objects.filter(pk=session.id).values_list("subscriptions", flat=True).afirst()
+                return (notification.get("params") or {}).get("uri") in (row or [])
+            return True
+
+        self.notify_filter = accept
+        await self._join(groups.BROADCAST)
+        await self._join(groups.session_group(session.id))
+        await self.stream.open_sse()
+        await self._keepalive()  # until the client closes the stream
+
+    async def _legacy_delete(self, principal: Principal) -> None:
+        session = await self._legacy_session(principal)
+        await end_session(session.id, principal)
+        await self.stream.plain(200, b"", [])
+
+    # -- Sink: how the protocol layer talks back ------------------------------------------
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self.stream.event({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self.channel_layer is None:
+            raise ToolError(f"cannot send {method}: no channel layer is configured")
+        if self.stream.closed:
+            raise ToolError(f"cannot send {method}: the client has disconnected")
+        key = secrets.token_hex(16)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.pending[key] = future
+        group = groups.reply_group(key)
+        await self._join(group)
+        try:
+            await self.stream.event({"jsonrpc": "2.0", "id": key, "method": method, "params": params})
+            reply = await asyncio.wait_for(future, get_config()["CLIENT_REQUEST_TIMEOUT"])
+        except TimeoutError:
+            raise ToolError(f"the client did not answer {method} in time") from None
+        finally:
+            self.pending.pop(key, None)
+            self.joined.discard(group)
+            await self.channel_layer.group_discard(group, self.channel_name)
+        if "error" in reply:
+            error = reply["error"] if isinstance(reply["error"], dict) else {}
+            raise ToolError(f"the client answered {method} with an error: {error.get('message', 'unknown error')}")
+        result = reply.get("result")
+        return result if isinstance(result, dict) else {}
+
+    async def publish(self, method: str, params: dict[str, Any]) -> None:
+        if self.channel_layer is not None:
+            await self.channel_layer.group_send(
+                groups.BROADCAST, {"type": "mcp.notify", "message": {"jsonrpc": "2.0", "method": method, "params": params}}
+            )

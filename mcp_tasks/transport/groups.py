@@ -1,0 +1,29 @@
+"""Channel-layer group names used to reach streams in any ASGI process."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+#: Every stream that forwards server-wide notifications (list changed, resource updated).
+BROADCAST = "mcp_tasks.broadcast"
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:40]
+
+
+def session_group(session_id: str) -> str:
+    """A legacy session's GET streams."""
+    return f"mcp_tasks.session.{_digest(session_id)}"
+
+
+def reply_group(key: str) -> str:
+    """The call waiting for the client's reply to server request ``key``."""
+    return f"mcp_tasks.reply.{_digest(key)}"
+
+
+def call_group(session_id: str, request_id: Any) -> str:
+    """A legacy request in flight, for ``notifications/cancelled``."""
+    return f"mcp_tasks.call.{_digest(session_id, request_id)}"
