@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.apps import AppConfig
+from django.apps import AppConfig, apps
 from django.core.signals import setting_changed
 
 
@@ -13,3 +13,7 @@ class McpTasksConfig(AppConfig):
         from . import checks, conf  # noqa: F401  (importing checks registers them)
 
         setting_changed.connect(conf.reset_config, dispatch_uid="mcp_tasks.conf.reset_config")
+        if apps.is_installed("django_rq"):
+            from .protocol import tasks
+
+            tasks.install()

@@ -29,6 +29,10 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
         consumer = AuthMiddlewareStack(consumer)
 
     async def http(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if get_config()["EMBEDDED_WORKER"]:
+            from .tasks import embedded
+
+            embedded.start_worker(_task_queues())  # once, on the server's first request
         if scope["path"].rstrip("/") == mcp_path or scope["path"] == mcp_path:
             await consumer(scope, receive, send)
         else:
@@ -37,3 +41,11 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
     router = ProtocolTypeRouter({"http": http})
     router.mcp_tasks_path = mcp_path  # type: ignore[attr-defined]  # read by the system checks
     return router
+
+
+def _task_queues() -> list[str]:
+    from .server import mcp
+
+    queues = {get_config()["TASK_QUEUE"]}
+    queues.update(tool.task.queue for tool in mcp.tools.values() if tool.task.queue)
+    return sorted(queues)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.checks import CheckMessage, Error, Warning as CheckWarning, register
 from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS, get_config
@@ -259,7 +259,7 @@ def _check_channel_layer() -> list[CheckMessage]:
         ]
     if layer.get("BACKEND") == _IN_MEMORY_LAYER and not settings.DEBUG:
         return [
-            Warning(
+            CheckWarning(
                 "The in-memory channel layer only reaches the process it lives in: with more "
                 "than one ASGI process, legacy sessions, replies to elicitation and task "
                 "updates get lost between processes.",
@@ -281,7 +281,7 @@ def _check_hosts() -> list[CheckMessage]:
     if "*" not in settings.ALLOWED_HOSTS or get_config()["ALLOWED_ORIGINS"]:
         return []
     return [
-        Warning(
+        CheckWarning(
             "ALLOWED_HOSTS contains '*' and MCP_TASKS['ALLOWED_ORIGINS'] is empty: the MCP "
             "endpoint then accepts browser requests for any host name, which leaves it open "
             "to DNS-rebinding attacks from web pages.",

@@ -47,6 +47,31 @@ DEFAULTS: dict[str, Any] = {
     "CHANNEL_LAYER": "default",
     # ``ttlMs`` announced on list results and server/discover (modern era).
     "LIST_TTL_MS": 0,
+    # --- background tasks ---
+    # rq queue for task jobs (a tool's TaskConfig(queue=...) overrides it).
+    "TASK_QUEUE": "mcp_tasks",
+    # Seconds a task and its result are kept after creation (None: forever); TaskConfig(ttl=...).
+    "TASK_TTL": 24 * 3600,
+    # Seconds between polls suggested to clients (pollIntervalMs); TaskConfig(poll_interval=...).
+    "TASK_POLL_INTERVAL": 0.5,
+    # rq job timeout in seconds; TaskConfig(timeout=...).
+    "TASK_TIMEOUT": 3600,
+    # Seconds between a running task's heartbeats.
+    "TASK_HEARTBEAT_INTERVAL": 5.0,
+    # A task whose heartbeat is older than this many seconds failed with its worker.
+    "TASK_LOST_AFTER": 30.0,
+    # A task still queued after this many seconds whose job vanished (Redis restarted
+    # without persistence) is queued again.
+    "TASK_REQUEUE_AFTER": 30.0,
+    # Seconds a worker waits for an answer to ctx.elicit/ctx.sample before it lets go of the
+    # task (the task resumes on a new job once answered).
+    "INPUT_HOLD_WINDOW": 5.0,
+    # Seconds a task's question waits before the tool gets CancelledElicitation.
+    "INPUT_TIMEOUT": 24 * 3600,
+    # Request headers kept (encrypted) in a task's snapshot and shown to the tool as ctx.headers.
+    "SNAPSHOT_HEADERS": ["user-agent", "accept-language", "x-request-id"],
+    # Run an rq worker thread inside the ASGI process (development without Redis).
+    "EMBEDDED_WORKER": False,
 }
 
 

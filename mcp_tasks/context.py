@@ -106,6 +106,7 @@ class Context:
         lifespan_context: Any = None,
         request_context: Any = None,
         headers: Mapping[str, str] | None = None,
+        prepared: Any = None,
     ) -> None:
         self._backend: ContextBackend = backend or _NoBackend()
         self._request_id = request_id
@@ -121,6 +122,8 @@ class Context:
         self._lifespan_context = lifespan_context
         self._request_context = request_context
         self.headers: dict[str, str] = dict(headers or {})
+        #: In a task: what the tool's ``TaskConfig.prepare`` returned before the task existed.
+        self.prepared = prepared
 
     # -- identity -------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -26,3 +27,136 @@ class LegacySession(models.Model):
     def __str__(self) -> str:
         name = self.client_info.get("name", "client") if isinstance(self.client_info, dict) else "client"
         return f"{name} session {self.id[:8]}…"
+
+
+class TaskStatus(models.TextChoices):
+    WORKING = "working", "Working"
+    INPUT_REQUIRED = "input_required", "Input required"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+TERMINAL_STATUSES = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+
+
+class Task(models.Model):
+    """A background run of a tool. Only :mod:`mcp_tasks.tasks.service` writes these rows."""
+
+    id = models.CharField(primary_key=True, max_length=64, editable=False)
+    principal_scope = models.CharField(max_length=255, db_index=True)
+    tool_name = models.CharField(max_length=128, db_index=True)
+    arguments = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=TaskStatus.choices, default=TaskStatus.WORKING, db_index=True)
+    status_message = models.TextField(blank=True, default="")
+    progress = models.FloatField(null=True, blank=True)
+    progress_total = models.FloatField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    session_id = models.CharField(max_length=64, blank=True, default="")
+    origin_request_id = models.JSONField(null=True, blank=True)
+    queue = models.CharField(max_length=100, default="mcp_tasks")
+    job_timeout = models.IntegerField(null=True, blank=True)
+    ttl_ms = models.BigIntegerField(null=True, blank=True)
+    poll_interval_ms = models.IntegerField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    runs = models.IntegerField(default=0, help_text="Jobs started for this task (resumes included).")
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    worker_name = models.CharField(max_length=255, blank=True, default="")
+    waiting_worker = models.CharField(
+        max_length=255, blank=True, default="", help_text="The worker holding the task while it waits for an answer."
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [("answer_inputrequest", "Can answer questions asked by tasks")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} {self.id[:8]}… ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def job_id(self) -> str:
+        """The rq job id of the current run (letters, digits, ``_`` and ``-`` only)."""
+        return f"mcp_tasks-{self.id}-{self.runs}"
+
+
+class TaskSnapshot(models.Model):
+    """The creating request's context, restored in the worker.
+
+    ``sealed`` holds the secrets (access token, allow-listed headers) encrypted with a key
+    derived from ``SECRET_KEY`` (``SECRET_KEY_FALLBACKS`` decrypt too).
+    """
+
+    task = models.OneToOneField(Task, on_delete=models.CASCADE, primary_key=True, related_name="snapshot")
+    era = models.CharField(max_length=8)
+    protocol_version = models.CharField(max_length=16)
+    client_info = models.JSONField(default=dict, blank=True)
+    client_capabilities = models.JSONField(default=dict, blank=True)
+    log_level = models.CharField(max_length=16, blank=True, default="")
+    progress_token = models.JSONField(null=True, blank=True)
+    prior_answers = models.JSONField(default=dict, blank=True)
+    sealed = models.TextField(blank=True, default="")
+
+    def __str__(self) -> str:
+        return f"snapshot of {self.task_id}"
+
+
+class TaskLogEntry(models.Model):
+    """A log line a task's tool emitted (shown in the admin)."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="log_entries")
+    level = models.CharField(max_length=16)
+    logger_name = models.CharField(max_length=255, blank=True, default="")
+    data = models.JSONField(null=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        verbose_name_plural = "task log entries"
+
+    def __str__(self) -> str:
+        return f"[{self.level}] {self.data!r}"[:120]
+
+
+class InputRequestStatus(models.TextChoices):
+    PENDING = "pending", "Waiting"
+    ANSWERED = "answered", "Answered"
+    EXPIRED = "expired", "Timed out"
+    CLOSED = "closed", "Closed (task ended)"
+
+
+class InputRequest(models.Model):
+    """A question a task asked (elicitation, sampling, roots); its key is unique for the
+    task's whole life."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="input_requests")
+    key = models.CharField(max_length=100)
+    sequence = models.IntegerField()
+    method = models.CharField(max_length=64)
+    params = models.JSONField(default=dict, blank=True)
+    status = models.CharField(
+        max_length=16, choices=InputRequestStatus.choices, default=InputRequestStatus.PENDING, db_index=True
+    )
+    response = models.JSONField(null=True, blank=True)
+    answered_by = models.CharField(max_length=255, blank=True, default="")
+    answered_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["task", "key"], name="mcp_tasks_inputrequest_unique_key")]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.key} of {self.task_id[:8]}…"

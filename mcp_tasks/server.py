@@ -39,7 +39,8 @@ class TaskConfig:
     ``mode``: ``forbidden`` (never a task), ``optional`` (a task when the client supports
     tasks, else inline) or ``required`` (only as a task). ``ttl`` (seconds) is how long the
     task and its result are kept; ``poll_interval`` (seconds) is suggested to pollers;
-    ``queue`` is the rq queue; ``timeout`` (seconds) is the rq job timeout.
+    ``queue`` is the rq queue; ``timeout`` (seconds) is the rq job timeout; ``prepare``
+    gathers input before the task is created (see the attribute).
     """
 
     mode: TaskMode = "optional"
@@ -47,6 +48,10 @@ class TaskConfig:
     poll_interval: float | None = None
     queue: str | None = None
     timeout: int | None = None
+    #: ``async def prepare(ctx, **arguments) -> JSON`` run inline at ``tools/call`` before the
+    #: task exists; it may ``await ctx.elicit(...)`` (MRTR rounds on the call itself). Its
+    #: return value is stored with the task and read by the tool as ``ctx.prepared``.
+    prepare: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ("forbidden", "optional", "required"):

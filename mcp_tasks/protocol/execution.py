@@ -7,16 +7,11 @@ with ``input_required`` and the client's retry replays recorded answers in order
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import close_old_connections
-from pydantic import ValidationError
 
 from ..context import Context, level_allows
 from ..exceptions import InputRequired
@@ -139,27 +134,3 @@ def make_context(info: RequestInfo, backend: RequestBackend) -> Context:
         request_context=info,
         headers={k: v for k, v in info.headers.items() if isinstance(v, str)},
     )
-
-
-def _run_sync(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    close_old_connections()
-    try:
-        return fn(**kwargs)
-    finally:
-        close_old_connections()
-
-
-async def invoke(fn: Callable[..., Any], is_async: bool, kwargs: dict[str, Any]) -> Any:
-    """Call a registered function; sync functions run in a worker thread (ORM allowed)."""
-    if is_async:
-        return await fn(**kwargs)
-    return await sync_to_async(functools.partial(_run_sync, fn, kwargs), thread_sensitive=False)()
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """``field: problem`` for each invalid argument."""
-    parts = []
-    for error in exc.errors():
-        location = ".".join(str(part) for part in error.get("loc", ())) or "arguments"
-        parts.append(f"{location}: {error.get('msg', 'invalid')}")
-    return "; ".join(parts)

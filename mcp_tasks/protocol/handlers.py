@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..conf import get_config
 from ..context import LOG_LEVELS
-from ..exceptions import ClientCapabilityError, InputRequired, ProtocolError, ToolError
+from ..exceptions import InputRequired, ProtocolError
 from ..server import MCPServer, PromptSpec, ResourceSpec, ToolSpec
 from .constants import (
     INVALID_PARAMS,
@@ -27,14 +27,8 @@ from .constants import (
     TASKS_EXTENSION,
 )
 from .envelope import check_param_headers
-from .execution import (
-    RequestBackend,
-    describe_validation_error,
-    gather_answers,
-    input_required_result,
-    invoke,
-    make_context,
-)
+from ..runner import describe_validation_error, error_result, invoke, run_tool, validate_arguments
+from .execution import RequestBackend, gather_answers, input_required_result, make_context
 from .request import RequestInfo, Sink
 
 logger = logging.getLogger("mcp_tasks.protocol")
@@ -147,34 +141,6 @@ async def list_tools(server: MCPServer, info: RequestInfo, sink: Sink, params: d
     return {"tools": [tool.definition(task_support=task_support) for tool in server.tools.values()]}
 
 
-def error_result(message: str) -> dict[str, Any]:
-    """A ``CallToolResult`` reporting a tool failure to the model."""
-    return {"content": [{"type": "text", "text": message}], "isError": True}
-
-
-async def run_tool(
-    tool: ToolSpec, validated: dict[str, Any], backend: RequestBackend, context_factory: Callable[[RequestBackend], Any]
-) -> dict[str, Any]:
-    """Run ``tool`` and convert its return value; tool failures become ``isError`` results.
-
-    ``InputRequired``, ``ProtocolError`` and cancellation propagate.
-    """
-    kwargs = dict(validated)
-    if tool.context_param:
-        kwargs[tool.context_param] = context_factory(backend)
-    try:
-        value = await invoke(tool.fn, tool.is_async, kwargs)
-        converted = tool.metadata.convert_result(value)
-    except (ToolError, ClientCapabilityError) as exc:
-        return error_result(str(exc))
-    except (ProtocolError, InputRequired, asyncio.CancelledError):
-        raise
-    except Exception:
-        logger.exception("tool %r raised", tool.name)
-        return error_result(f"Error executing tool {tool.name}: an internal error occurred")
-    return _dump(converted)
-
-
 async def call_tool(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
     name = _params_str(params, "name")
     arguments = _params_dict(params, "arguments")
@@ -184,9 +150,9 @@ async def call_tool(server: MCPServer, info: RequestInfo, sink: Sink, params: di
     if info.modern:
         check_param_headers(tool.input_schema, arguments, info.headers)
     try:
-        validated = tool.metadata.validate_arguments(arguments)
-    except ValidationError as exc:
-        return error_result(f"Invalid arguments for tool {name}: {describe_validation_error(exc)}")
+        validated = validate_arguments(tool, arguments)
+    except ValueError as exc:
+        return error_result(str(exc))
 
     wants_task = info.modern and TASKS_EXTENSION in (info.client_capabilities.get("extensions") or {})
     if tool.task.mode == "required" and not wants_task:
@@ -196,12 +162,12 @@ async def call_tool(server: MCPServer, info: RequestInfo, sink: Sink, params: di
             {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
         )
     if wants_task and tool.task.mode != "forbidden" and hooks.start_task is not None:
-        return await hooks.start_task(server, tool, arguments, info, sink, params)
+        return await hooks.start_task(server, tool, validated, info, sink, params)
 
     answers = gather_answers(info, params, "tools/call", name, arguments)
     backend = RequestBackend(info, sink, answers)
     try:
-        return await run_tool(tool, validated, backend, lambda b: make_context(info, b))
+        return await run_tool(tool, validated, make_context(info, backend))
     except InputRequired as exc:
         return input_required_result(exc, backend, info, "tools/call", name, arguments)
 

@@ -25,6 +25,7 @@ from ..exceptions import ProtocolError, ToolError
 from ..lifespan import lifespan_context
 from ..models import LegacySession
 from ..protocol import RequestInfo, handle_request, kind_of, modern_request_info, parse_body
+from ..protocol.tasks import owned_task_ids, require_tasks_capability, watched_task
 from ..protocol.constants import (
     INVALID_REQUEST,
     LEGACY_VERSIONS,
@@ -34,7 +35,7 @@ from ..protocol.constants import (
 )
 from ..server import MCPServer, mcp
 from ..sessions import StoredSession, create_session, end_session, load_session
-from . import groups
+from .. import groups
 from .authentication import authenticate
 from .http import (
     HttpError,
@@ -77,6 +78,7 @@ class McpConsumer(AsyncConsumer):
         self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.notify_filter: Any = None  # set by streams that forward notifications
         self.session: StoredSession | None = None
+        self.watch: tuple[str, Any] | None = None  # (principal scope, subscription id)
 
     # -- ASGI plumbing --------------------------------------------------------------------
 
@@ -136,6 +138,16 @@ class McpConsumer(AsyncConsumer):
         notification = message["message"]
         if self.notify_filter is not None and await self.notify_filter(notification):
             await self.stream.event(notification)
+
+    async def mcp_task(self, message: dict[str, Any]) -> None:
+        """A watched task changed: push the detailed task (``notifications/tasks``)."""
+        if self.watch is None:
+            return
+        scope, subscription_id = self.watch
+        detailed = await watched_task(message["task_id"], scope)
+        if detailed is not None:
+            detailed["_meta"] = {META_SUBSCRIPTION_ID: subscription_id}
+            await self.stream.event({"jsonrpc": "2.0", "method": "notifications/tasks", "params": detailed})
 
     async def _join(self, group: str) -> None:
         if self.channel_layer is not None and group not in self.joined:
@@ -263,6 +275,18 @@ class McpConsumer(AsyncConsumer):
         if isinstance(uris, list) and all(isinstance(uri, str) for uri in uris):
             agreed["resourceSubscriptions"] = uris
         subscription_id = message["id"]
+        task_ids = wanted.get("taskIds")
+        if task_ids is not None:
+            try:
+                require_tasks_capability(info)
+            except ProtocolError as exc:
+                await self._error(message["id"], exc)
+                return
+            owned = await owned_task_ids(task_ids if isinstance(task_ids, list) else [], info.principal.scope)
+            agreed["taskIds"] = owned
+            self.watch = (info.principal.scope, subscription_id)
+            for task_id in owned:
+                await self._join(groups.task_group(task_id))
         methods = {LIST_CHANGED_FILTERS[key] for key in agreed if key in LIST_CHANGED_FILTERS}
 
         async def accept(notification: dict[str, Any]) -> bool:

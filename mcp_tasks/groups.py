@@ -27,3 +27,8 @@ def reply_group(key: str) -> str:
 def call_group(session_id: str, request_id: Any) -> str:
     """A legacy request in flight, for ``notifications/cancelled``."""
     return f"mcp_tasks.call.{_digest(session_id, request_id)}"
+
+
+def task_group(task_id: str) -> str:
+    """Everyone watching a task: listen streams and the worker running it."""
+    return f"mcp_tasks.task.{_digest(task_id)}"

@@ -1,0 +1,85 @@
+"""Calling registered functions and turning tool returns into ``CallToolResult`` dicts.
+
+Shared by plain calls (the protocol layer) and background tasks (the worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from pydantic import ValidationError
+
+from .context import Context
+from .exceptions import ClientCapabilityError, InputRequired, ProtocolError, ToolError
+from .server import ToolSpec
+
+logger = logging.getLogger("mcp_tasks.runner")
+
+
+def _run_sync(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    close_old_connections()
+    try:
+        return fn(**kwargs)
+    finally:
+        close_old_connections()
+
+
+async def invoke(fn: Callable[..., Any], is_async: bool, kwargs: dict[str, Any]) -> Any:
+    """Call a registered function; sync functions run in a worker thread (ORM allowed)."""
+    if is_async:
+        return await fn(**kwargs)
+    return await sync_to_async(functools.partial(_run_sync, fn, kwargs), thread_sensitive=False)()
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """``field: problem`` for each invalid argument."""
+    parts = []
+    for error in exc.errors():
+        location = ".".join(str(part) for part in error.get("loc", ())) or "arguments"
+        parts.append(f"{location}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def error_result(message: str) -> dict[str, Any]:
+    """A ``CallToolResult`` reporting a tool failure to the model."""
+    return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+def validate_arguments(tool: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any] | dict[str, Any]:
+    """Validated keyword arguments, or raise ``ValueError`` with an ``isError``-ready text."""
+    try:
+        return tool.metadata.validate_arguments(arguments)
+    except ValidationError as exc:
+        raise ValueError(f"Invalid arguments for tool {tool.name}: {describe_validation_error(exc)}") from exc
+
+
+async def run_tool(tool: ToolSpec, validated: dict[str, Any], context: Context) -> dict[str, Any]:
+    """Run ``tool`` and convert its return value; tool failures become ``isError`` results.
+
+    ``ToolError`` (and a missing client capability) show their message; any other
+    exception is logged with its traceback and reported without details.
+    ``InputRequired``, ``ProtocolError`` and cancellation propagate.
+    """
+    kwargs = dict(validated)
+    if tool.context_param:
+        kwargs[tool.context_param] = context
+    try:
+        value = await invoke(tool.fn, tool.is_async, kwargs)
+        converted = tool.metadata.convert_result(value)
+    except (ToolError, ClientCapabilityError) as exc:
+        return error_result(str(exc))
+    except (ProtocolError, InputRequired, asyncio.CancelledError):
+        raise
+    except Exception:
+        logger.exception("tool %r raised", tool.name)
+        return error_result(f"Error executing tool {tool.name}: an internal error occurred")
+    result = typing.cast(dict[str, Any], converted.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    result.pop("resultType", None)  # era-specific: the modern dispatcher adds it back
+    return result

@@ -1,0 +1,65 @@
+"""Encryption at rest for the secrets in a task's snapshot.
+
+AES-256-GCM with a key derived (HKDF-SHA256) from ``SECRET_KEY``; values sealed under a
+key in ``SECRET_KEY_FALLBACKS`` still open, so keys can be rotated the Django way.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.hashes import SHA256
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from django.conf import settings
+
+_VERSION = b"m1"
+_INFO = b"mcp_tasks.snapshot.v1"
+
+
+class SnapshotDecryptionError(Exception):
+    """The sealed secrets cannot be opened with SECRET_KEY or any SECRET_KEY_FALLBACKS."""
+
+
+def _derive(secret: str | bytes) -> bytes:
+    raw = secret.encode() if isinstance(secret, str) else secret
+    return HKDF(algorithm=SHA256(), length=32, salt=None, info=_INFO).derive(raw)
+
+
+def _keys() -> list[bytes]:
+    return [_derive(settings.SECRET_KEY), *(_derive(k) for k in getattr(settings, "SECRET_KEY_FALLBACKS", []))]
+
+
+def seal(value: Any) -> str:
+    """Encrypt a JSON-serialisable value with the current ``SECRET_KEY``."""
+    nonce = os.urandom(12)
+    plaintext = json.dumps(value, separators=(",", ":")).encode()
+    ciphertext = AESGCM(_keys()[0]).encrypt(nonce, plaintext, _VERSION)
+    return (_VERSION + b"." + base64.urlsafe_b64encode(nonce + ciphertext)).decode()
+
+
+def unseal(token: str) -> Any:
+    """Decrypt :func:`seal` output; raises :class:`SnapshotDecryptionError`."""
+    if not token:
+        return None
+    version, _, body = token.encode().partition(b".")
+    if version != _VERSION:
+        raise SnapshotDecryptionError("unknown snapshot format")
+    try:
+        data = base64.urlsafe_b64decode(body)
+    except ValueError as exc:
+        raise SnapshotDecryptionError("corrupt snapshot") from exc
+    nonce, ciphertext = data[:12], data[12:]
+    for key in _keys():
+        try:
+            return json.loads(AESGCM(key).decrypt(nonce, ciphertext, _VERSION))
+        except InvalidTag:
+            continue
+    raise SnapshotDecryptionError(
+        "the task's context snapshot cannot be decrypted: SECRET_KEY changed and the old key "
+        "is not in SECRET_KEY_FALLBACKS"
+    )

@@ -1,0 +1,76 @@
+"""rq jobs for tasks: enqueue, stop, check. The job id is derived from the task id."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import django_rq
+from rq.command import send_stop_job_command
+from rq.exceptions import InvalidJobOperation, NoSuchJobError
+from rq import Queue
+from rq.job import Job, JobStatus
+
+if TYPE_CHECKING:
+    from ..models import Task
+
+logger = logging.getLogger("mcp_tasks.tasks")
+
+JOB_FUNCTION = "mcp_tasks.tasks.job.run_task"
+
+
+def get_queue(name: str) -> Queue:
+    """The rq queue ``name``: django-rq's, or the in-process one in embedded mode."""
+    from ..conf import get_config
+
+    if get_config()["EMBEDDED_WORKER"]:
+        from . import embedded
+
+        return Queue(name, connection=embedded.connection())
+    return django_rq.get_queue(name)
+
+
+def enqueue(task: Task) -> None:
+    """Queue a job that runs (or resumes) ``task``; raises when Redis is unreachable."""
+    queue = get_queue(task.queue)
+    job = Job.create(
+        JOB_FUNCTION,
+        args=(task.id,),
+        id=task.job_id,
+        connection=queue.connection,
+        timeout=task.job_timeout,
+        result_ttl=0,
+        failure_ttl=24 * 3600,
+        description=f"mcp_tasks {task.tool_name} {task.id[:8]}",
+        origin=queue.name,
+    )
+    queue.enqueue_job(job)
+
+
+def job_exists(task: Task) -> bool:
+    """True when the task's current job is still known to rq (queued or running)."""
+    queue = get_queue(task.queue)
+    try:
+        status = Job.fetch(task.job_id, connection=queue.connection).get_status()
+    except NoSuchJobError:
+        return False
+    return status in (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED)
+
+
+def stop(job_id: str, queue_name: str | None = None) -> None:
+    """Remove a queued job, or stop a running one (forking workers; others cancel
+    cooperatively when they see the task's new status)."""
+    from ..conf import get_config
+
+    queue = get_queue(queue_name or get_config()["TASK_QUEUE"])
+    try:
+        job = Job.fetch(job_id, connection=queue.connection)
+        status = job.get_status()
+        if status == JobStatus.STARTED:
+            send_stop_job_command(queue.connection, job_id)
+        elif status in (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED):
+            job.cancel()
+    except (NoSuchJobError, InvalidJobOperation):
+        pass
+    except Exception:  # Redis down: the worker still sees the cancelled status
+        logger.warning("could not stop job %s", job_id, exc_info=True)

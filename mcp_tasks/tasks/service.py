@@ -1,0 +1,515 @@
+"""The one place that changes task state.
+
+Every transition runs under a row lock; terminal states (completed, failed, cancelled)
+never change. The wire handlers, the worker and the admin call these functions and never
+write task rows themselves. Functions are synchronous (ORM); async callers wrap them with
+``database_sync_to_async``. Each change is published to the task's channel-layer group
+after the transaction commits.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from ..conf import get_config
+from ..models import (
+    TERMINAL_STATUSES,
+    InputRequest,
+    InputRequestStatus,
+    Task,
+    TaskLogEntry,
+    TaskSnapshot,
+    TaskStatus,
+)
+from . import crypto, notify, queue
+
+logger = logging.getLogger("mcp_tasks.tasks")
+
+
+class TaskNotFound(Exception):
+    """No such task for this principal (unknown, expired, or someone else's)."""
+
+
+@dataclass(frozen=True)
+class NewTask:
+    """Everything recorded when a task is created."""
+
+    tool_name: str
+    arguments: dict[str, Any]
+    principal_scope: str
+    era: str
+    protocol_version: str
+    client_info: dict[str, Any]
+    client_capabilities: dict[str, Any]
+    log_level: str | None = None
+    progress_token: str | int | None = None
+    session_id: str | None = None
+    origin_request_id: str | int | None = None
+    access_token: dict[str, Any] | None = None
+    headers: dict[str, str] | None = None
+    prepared: Any = None
+    queue: str | None = None
+    ttl: float | None = None
+    poll_interval: float | None = None
+    timeout: int | None = None
+
+
+def _publish_on_commit(task: Task) -> None:
+    task_id, status = task.id, task.status
+    transaction.on_commit(lambda: notify.publish_task_change(task_id, status))
+
+
+def _locked(task_id: str) -> Task:
+    return Task.objects.select_for_update().get(pk=task_id)
+
+
+def _touch(task: Task, **changes: Any) -> None:
+    for name, value in changes.items():
+        setattr(task, name, value)
+    task.updated_at = timezone.now()
+    task.save(update_fields=[*changes, "updated_at"])
+
+
+# -- creating and reading ---------------------------------------------------------------
+
+
+def create_task(new: NewTask) -> Task:
+    """Record the task and its snapshot, commit, then enqueue its job.
+
+    Returns only once ``get_task`` finds the task and its job is queued.
+    """
+    config = get_config()
+    ttl = config["TASK_TTL"] if new.ttl is None else new.ttl
+    poll = config["TASK_POLL_INTERVAL"] if new.poll_interval is None else new.poll_interval
+    now = timezone.now()
+    secrets_blob = {"access_token": new.access_token, "headers": new.headers or {}}
+    with transaction.atomic():
+        task = Task.objects.create(
+            id=secrets.token_urlsafe(32),
+            principal_scope=new.principal_scope,
+            tool_name=new.tool_name,
+            arguments=new.arguments,
+            status=TaskStatus.WORKING,
+            status_message="Queued",
+            session_id=new.session_id or f"task-session-{secrets.token_hex(16)}",
+            origin_request_id=new.origin_request_id,
+            queue=new.queue or config["TASK_QUEUE"],
+            job_timeout=new.timeout or config["TASK_TIMEOUT"],
+            ttl_ms=None if ttl is None else int(ttl * 1000),
+            poll_interval_ms=int(poll * 1000),
+            expires_at=None if ttl is None else now + timedelta(seconds=ttl),
+            created_at=now,
+            updated_at=now,
+        )
+        TaskSnapshot.objects.create(
+            task=task,
+            era=new.era,
+            protocol_version=new.protocol_version,
+            client_info=new.client_info,
+            client_capabilities=new.client_capabilities,
+            log_level=new.log_level or "",
+            progress_token=new.progress_token,
+            prior_answers={"prepared": new.prepared},
+            sealed=crypto.seal(secrets_blob),
+        )
+    try:
+        queue.enqueue(task)
+    except Exception as exc:
+        logger.exception("could not queue task %s", task.id)
+        fail(task.id, {"code": -32603, "message": "The task could not be queued"}, "The task could not be queued")
+        raise RuntimeError("the task queue is unavailable") from exc
+    return task
+
+
+def _live(queryset: Any) -> Any:
+    return queryset.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+
+
+def get_task(task_id: Any, principal_scope: str) -> Task:
+    """The caller's task, or :class:`TaskNotFound` (unknown, expired, someone else's)."""
+    if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
+        raise TaskNotFound(task_id)
+    task = _live(Task.objects.filter(pk=task_id, principal_scope=principal_scope)).first()
+    if task is None:
+        raise TaskNotFound(task_id)
+    if check_liveness(task):
+        task.refresh_from_db()
+    return task
+
+
+def list_tasks(principal_scope: str) -> Any:
+    """The caller's live tasks, newest first."""
+    return _live(Task.objects.filter(principal_scope=principal_scope)).order_by("-created_at", "id")
+
+
+def outstanding_requests(task: Task) -> list[InputRequest]:
+    """Questions still waiting for an answer, in the order they were asked."""
+    return list(task.input_requests.filter(status=InputRequestStatus.PENDING).order_by("sequence"))
+
+
+def snapshot_secrets(task: Task) -> dict[str, Any]:
+    """The decrypted secrets of a task's snapshot (raises ``SnapshotDecryptionError``)."""
+    value = crypto.unseal(task.snapshot.sealed)
+    return value if isinstance(value, dict) else {}
+
+
+# -- the worker's transitions -----------------------------------------------------------
+
+
+def begin_run(task_id: str, worker_name: str) -> Task | None:
+    """A job starts working on the task; None when there is nothing to do."""
+    with transaction.atomic():
+        try:
+            task = _locked(task_id)
+        except Task.DoesNotExist:
+            return None
+        if task.is_terminal:
+            return None
+        if task.input_requests.filter(status=InputRequestStatus.PENDING).exists():
+            return None  # still waiting for answers: a later job resumes it
+        now = timezone.now()
+        _touch(
+            task,
+            status=TaskStatus.WORKING,
+            status_message="Working" if task.runs == 0 else "Resumed",
+            started_at=task.started_at or now,
+            heartbeat_at=now,
+            worker_name=worker_name[:255],
+        )
+        _publish_on_commit(task)
+    return task
+
+
+def heartbeat(task_id: str) -> str | None:
+    """Mark the task alive; returns its status (None when it is gone)."""
+    Task.objects.filter(pk=task_id).exclude(status__in=TERMINAL_STATUSES).update(heartbeat_at=timezone.now())
+    return Task.objects.filter(pk=task_id).values_list("status", flat=True).first()
+
+
+def report_progress(task_id: str, progress: float, total: float | None, message: str | None) -> None:
+    with transaction.atomic():
+        task = _locked(task_id)
+        if task.is_terminal:
+            return
+        changes: dict[str, Any] = {"progress": progress, "progress_total": total, "heartbeat_at": timezone.now()}
+        if message:
+            changes["status_message"] = message[:2000]
+        elif total:
+            changes["status_message"] = f"{progress:g}/{total:g}"
+        _touch(task, **changes)
+        _publish_on_commit(task)
+
+
+def add_log(task_id: str, level: str, logger_name: str | None, data: Any) -> None:
+    TaskLogEntry.objects.create(task_id=task_id, level=level, logger_name=logger_name or "", data=data)
+
+
+def _finish(task_id: str, status: str, *, result: Any = None, error: Any = None, message: str = "") -> bool:
+    with transaction.atomic():
+        try:
+            task = _locked(task_id)
+        except Task.DoesNotExist:
+            return False
+        if task.is_terminal:
+            return False
+        _touch(
+            task,
+            status=status,
+            result=result,
+            error=error,
+            status_message=message[:2000],
+            finished_at=timezone.now(),
+        )
+        task.input_requests.filter(status=InputRequestStatus.PENDING).update(status=InputRequestStatus.CLOSED)
+        _publish_on_commit(task)
+    return True
+
+
+def complete(task_id: str, result: dict[str, Any]) -> bool:
+    """The tool returned (``isError`` results included). False if already terminal."""
+    message = "Completed with an error" if result.get("isError") else "Completed"
+    return _finish(task_id, TaskStatus.COMPLETED, result=result, message=message)
+
+
+def fail(task_id: str, error: dict[str, Any], message: str | None = None) -> bool:
+    """A JSON-RPC error ended the task. False if already terminal."""
+    return _finish(task_id, TaskStatus.FAILED, error=error, message=message or str(error.get("message", "Failed")))
+
+
+def cancel(task_id: str, principal_scope: str | None) -> Task:
+    """Cancel the task (``principal_scope`` None: staff in the admin). Terminal tasks are
+    left as they are. Raises :class:`TaskNotFound`."""
+    with transaction.atomic():
+        queryset = Task.objects.select_for_update().filter(pk=task_id)
+        if principal_scope is not None:
+            queryset = _live(queryset.filter(principal_scope=principal_scope))
+        task = queryset.first()
+        if task is None:
+            raise TaskNotFound(task_id)
+        if task.is_terminal:
+            return task
+        _touch(task, status=TaskStatus.CANCELLED, status_message="Cancelled", finished_at=timezone.now())
+        task.input_requests.filter(status=InputRequestStatus.PENDING).update(status=InputRequestStatus.CLOSED)
+        _publish_on_commit(task)
+        job_id, queue_name = task.job_id, task.queue
+        transaction.on_commit(lambda: queue.stop(job_id, queue_name))
+    return task
+
+
+# -- liveness and housekeeping ----------------------------------------------------------
+
+
+def check_liveness(task: Task) -> bool:
+    """Fail a task whose worker stopped beating, re-queue one whose job vanished.
+
+    Returns True when the task changed.
+    """
+    if task.is_terminal or task.status != TaskStatus.WORKING:
+        return False
+    config = get_config()
+    now = timezone.now()
+    if task.heartbeat_at is not None:
+        if now - task.heartbeat_at > timedelta(seconds=config["TASK_LOST_AFTER"]):
+            return fail(
+                task.id,
+                {"code": -32603, "message": "The worker running this task stopped unexpectedly"},
+                f"The worker running this task stopped unexpectedly (no heartbeat for "
+                f"{config['TASK_LOST_AFTER']:g}s)",
+            )
+        return False
+    if now - task.updated_at > timedelta(seconds=config["TASK_REQUEUE_AFTER"]) and not queue.job_exists(task):
+        return requeue(task.id)
+    return False
+
+
+def requeue(task_id: str) -> bool:
+    """Queue a new job for a task that is waiting to run (or to resume)."""
+    with transaction.atomic():
+        task = _locked(task_id)
+        if task.is_terminal:
+            return False
+        _touch(task, runs=task.runs + 1, heartbeat_at=None)
+        transaction.on_commit(lambda: queue.enqueue(task))
+    return True
+
+
+def recover_stalled() -> int:
+    """Check every unfinished task; returns how many changed."""
+    changed = 0
+    for task in Task.objects.filter(status=TaskStatus.WORKING):
+        try:
+            changed += check_liveness(task)
+        except Exception:
+            logger.exception("liveness check of task %s failed", task.id)
+    return changed
+
+
+def purge_expired() -> int:
+    """Delete tasks past their TTL (with their snapshots, logs and questions)."""
+    deleted, _ = Task.objects.filter(expires_at__lte=timezone.now()).delete()
+    return deleted
+
+
+# -- questions (input requests) ---------------------------------------------------------
+
+
+class ReplayMismatch(BaseException):  # noqa: N818 - must pass through the tool's except
+    """On resume, the tool asked something other than what it asked the first time."""
+
+
+class TaskEnded(BaseException):  # noqa: N818 - must pass through the tool's except
+    """The task reached a terminal state while the tool was still running."""
+
+
+class InvalidAnswer(ValueError):
+    """An answer that does not fit the question (the message says why)."""
+
+
+_KEY_PREFIX = {"elicitation/create": "elicit", "sampling/createMessage": "sample", "roots/list": "roots"}
+EXPIRED = {"_mcp_tasks": "expired"}
+
+
+def question_text(method: str, params: dict[str, Any]) -> str:
+    """A one-line description of a question, used as the task's ``statusMessage``."""
+    if method == "elicitation/create":
+        return str(params.get("message") or "Waiting for an answer")[:2000]
+    if method == "sampling/createMessage":
+        return "Waiting for the client's model to answer"
+    return "Waiting for the client's roots"
+
+
+def _same_question(request: InputRequest, method: str, params: dict[str, Any]) -> bool:
+    import json
+
+    canonical = lambda value: json.dumps(value, sort_keys=True, default=str)  # noqa: E731
+    return request.method == method and canonical(request.params) == canonical(params)
+
+
+def ask(task_id: str, sequence: int, method: str, params: dict[str, Any], worker_name: str) -> InputRequest:
+    """Record question number ``sequence`` of this run (or find it when the tool is
+    replayed) and mark the task ``input_required``."""
+    with transaction.atomic():
+        task = _locked(task_id)
+        if task.is_terminal:
+            raise TaskEnded(task_id)
+        existing = task.input_requests.filter(sequence=sequence).first()
+        if existing is not None:
+            if not _same_question(existing, method, params):
+                raise ReplayMismatch(
+                    f"on resume the tool asked question {sequence} differently "
+                    f"(first: {existing.method} {question_text(existing.method, existing.params)!r}; "
+                    f"now: {method} {question_text(method, params)!r}); code before a question "
+                    "must ask the same questions in the same order when the task resumes"
+                )
+            return existing
+        now = timezone.now()
+        request = InputRequest.objects.create(
+            task=task,
+            key=f"{_KEY_PREFIX.get(method, 'input')}-{sequence}-{secrets.token_hex(4)}",
+            sequence=sequence,
+            method=method,
+            params=params,
+            expires_at=now + timedelta(seconds=get_config()["INPUT_TIMEOUT"]),
+        )
+        _touch(
+            task,
+            status=TaskStatus.INPUT_REQUIRED,
+            status_message=question_text(method, params),
+            waiting_worker=worker_name[:255],
+        )
+    return request
+
+
+def withdraw(task_id: str, key: str) -> None:
+    """Close a question that could not be announced; the task goes back to working."""
+    with transaction.atomic():
+        task = _locked(task_id)
+        task.input_requests.filter(key=key, status=InputRequestStatus.PENDING).update(status=InputRequestStatus.CLOSED)
+        if not task.is_terminal and not task.input_requests.filter(status=InputRequestStatus.PENDING).exists():
+            _touch(task, status=TaskStatus.WORKING, status_message="Working", waiting_worker="")
+            _publish_on_commit(task)
+
+
+def answer_of(task_id: str, key: str) -> Any:
+    """The stored answer to a question (None while it waits)."""
+    row = InputRequest.objects.filter(task_id=task_id, key=key).values("status", "response").first()
+    if row is None or row["status"] == InputRequestStatus.PENDING:
+        return None
+    return row["response"] if row["response"] is not None else EXPIRED
+
+
+def release(task_id: str, key: str) -> Any:
+    """The worker stops waiting: returns the answer if it came meanwhile, else lets go of
+    the task (a new job resumes it once every question is answered)."""
+    with transaction.atomic():
+        task = _locked(task_id)
+        answer = answer_of(task_id, key)
+        if answer is not None:
+            return answer
+        _touch(task, waiting_worker="")
+    return None
+
+
+def validate_answer(request: InputRequest, response: Any) -> dict[str, Any]:
+    """Check an answer against its question; raises :class:`InvalidAnswer`."""
+    import jsonschema
+
+    if not isinstance(response, dict):
+        raise InvalidAnswer("an answer must be a JSON object")
+    if request.method == "elicitation/create":
+        action = response.get("action")
+        if action not in ("accept", "decline", "cancel"):
+            raise InvalidAnswer("action must be 'accept', 'decline' or 'cancel'")
+        if action != "accept":
+            return {"action": action}
+        content = response.get("content") or {}
+        schema = request.params.get("requestedSchema") or {"type": "object"}
+        try:
+            jsonschema.validate(content, schema, format_checker=jsonschema.FormatChecker())
+        except jsonschema.ValidationError as exc:
+            where = ".".join(str(p) for p in exc.absolute_path)
+            raise InvalidAnswer(f"{where + ': ' if where else ''}{exc.message}") from None
+        return {"action": "accept", "content": content}
+    if request.method == "sampling/createMessage":
+        import mcp_types as types
+
+        try:
+            types.CreateMessageResult.model_validate(response)
+        except Exception as exc:
+            raise InvalidAnswer(f"not a sampling result: {exc}") from None
+        return response
+    if request.method == "roots/list" and not isinstance(response.get("roots"), list):
+        raise InvalidAnswer("a roots answer needs a 'roots' list")
+    return response
+
+
+def _after_answer(task: Task) -> None:
+    if task.input_requests.filter(status=InputRequestStatus.PENDING).exists():
+        _touch(task)
+        _publish_on_commit(task)
+        return
+    if task.waiting_worker:
+        _touch(task, status=TaskStatus.WORKING, status_message="Answered")
+        _publish_on_commit(task)
+        return
+    _touch(task, status=TaskStatus.WORKING, status_message="Answered; resuming", runs=task.runs + 1, heartbeat_at=None)
+    _publish_on_commit(task)
+    transaction.on_commit(lambda: queue.enqueue(task))
+
+
+def answer(
+    task_id: str,
+    key: str,
+    response: Any,
+    *,
+    principal_scope: str | None,
+    answered_by: str,
+    user: Any = None,
+) -> bool:
+    """The one answer path (clients, legacy replies, the admin).
+
+    ``principal_scope`` None means staff acting in the admin. Returns False when the task
+    is not the principal's, has ended, or the question is not waiting (first answer
+    wins). Raises :class:`InvalidAnswer` when the answer does not fit the question.
+    """
+    with transaction.atomic():
+        queryset = Task.objects.select_for_update().filter(pk=task_id)
+        if principal_scope is not None:
+            queryset = queryset.filter(principal_scope=principal_scope)
+        task = queryset.first()
+        if task is None or task.is_terminal:
+            return False
+        request = task.input_requests.select_for_update().filter(key=key).first()
+        if request is None or request.status != InputRequestStatus.PENDING:
+            return False
+        request.response = validate_answer(request, response)
+        request.status = InputRequestStatus.ANSWERED
+        request.answered_by = answered_by[:255]
+        request.answered_by_user = user if getattr(user, "pk", None) else None
+        request.answered_at = timezone.now()
+        request.save()
+        _after_answer(task)
+    return True
+
+
+def expire_questions() -> int:
+    """Questions past ``INPUT_TIMEOUT`` are closed; the tool sees a cancellation."""
+    count = 0
+    for request in InputRequest.objects.filter(status=InputRequestStatus.PENDING, expires_at__lte=timezone.now()):
+        with transaction.atomic():
+            task = _locked(request.task_id)
+            updated = InputRequest.objects.filter(pk=request.pk, status=InputRequestStatus.PENDING).update(
+                status=InputRequestStatus.EXPIRED, answered_at=timezone.now()
+            )
+            if updated and not task.is_terminal:
+                _after_answer(task)
+                count += 1
+    return count

@@ -1,0 +1,160 @@
+"""Settings of the example project.
+
+With no environment variables set it runs on embedded defaults: a SQLite file next to
+``manage.py`` and the in-memory channel layer (one process). Production-style services are
+switched on by environment variables:
+
+- ``DATABASE_URL`` (e.g. ``postgres://user:pass@db:5432/mcp``) → that database;
+- ``REDIS_URL`` (e.g. ``redis://127.0.0.1:6379/0``) → channels_redis channel layer and the
+  django-rq queue on that Redis; ``REDIS_PREFIX`` keeps several deployments (or test runs)
+  apart on one Redis;
+- ``ALLOWED_HOSTS`` (comma-separated) → added to the loopback hosts;
+- ``MCP_ALLOWED_ORIGINS`` (comma-separated) → browser origins allowed to call ``/mcp``;
+- ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG`` (``0``/``1``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+
+
+def _env_list(name: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+SECRET_KEY = os.environ.get(
+    "DJANGO_SECRET_KEY", "django-insecure-example-project-key-change-me-in-production"
+)
+DEBUG = os.environ.get("DJANGO_DEBUG", "1").lower() in ("1", "true", "yes", "on")
+
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]", *_env_list("ALLOWED_HOSTS")]
+
+INSTALLED_APPS = [
+    # daphne first: its runserver (ASGI) must win over staticfiles' (WSGI).
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_rq",
+    "mcp_tasks",
+    "project.demo",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "project.urls"
+ASGI_APPLICATION = "project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- database -------------------------------------------------------------------------------
+# conn_max_age=0: async views and tool threads must not keep connections across requests.
+_database: dict[str, Any] = dict(
+    dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=0
+    )
+)
+if _database["ENGINE"] == "django.db.backends.sqlite3":
+    # Several threads (and, in tests, processes) share the file: wait for locks instead of
+    # failing at once, take the write lock up front, and let readers run beside a writer.
+    _database.setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+DATABASES = {"default": _database}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: channel layer and queue ----------------------------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL", "")
+REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "mcp_tasks")
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": REDIS_PREFIX},
+        }
+    }
+else:
+    # Embedded mode, one process only: an in-memory layer that the worker thread can use too.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "mcp_tasks.layers.InProcessChannelLayer"}}
+
+# With REDIS_URL the `mcp_tasks` queue lives on that Redis and `manage.py rqworker mcp_tasks`
+# runs the jobs. Without it (embedded mode) the queue is an in-process fake Redis and a
+# worker thread inside the ASGI server runs them (MCP_TASKS["EMBEDDED_WORKER"] below).
+RQ_QUEUES = {"mcp_tasks": {"URL": REDIS_URL or "redis://127.0.0.1:6379/0", "DEFAULT_TIMEOUT": 3600}}
+RQ = {"WORKER_CLASS": "mcp_tasks.tasks.worker.TaskWorker"}
+
+# --- MCP ------------------------------------------------------------------------------------
+# Every key and its default is documented in the README ("Settings").
+MCP_TASKS: dict[str, Any] = {
+    "PATH": "/mcp",
+    "SERVER_NAME": "mcp-tasks-demo",
+    "INSTRUCTIONS": (
+        "Demo server of django-mcp-tasks: try the `add`, `slow_count` and "
+        "`greet_with_question` tools."
+    ),
+    "ALLOWED_ORIGINS": _env_list("MCP_ALLOWED_ORIGINS"),
+    "EMBEDDED_WORKER": not REDIS_URL,
+}
+
+# --- the rest -------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
+    "loggers": {
+        "mcp_tasks": {"level": os.environ.get("MCP_TASKS_LOG_LEVEL", "INFO")},
+        "project": {"level": "INFO"},
+    },
+}
