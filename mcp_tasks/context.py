@@ -19,11 +19,9 @@ from .elicitation import (
     CancelledElicitation,
     DeclinedElicitation,
     ElicitationResult,
-    ElicitationSpec,
-    elicitation_spec,
-    raw_form_spec,
 )
-from .exceptions import ClientCapabilityError, ToolError
+from .exceptions import ClientCapabilityError
+from .inputs import ElicitInput, Input, Question, RootsInput, SampleInput
 
 logger = logging.getLogger("mcp_tasks.context")
 
@@ -52,9 +50,9 @@ class ContextBackend(Protocol):
 
     async def log(self, level: str, data: Any, logger_name: str | None) -> None: ...
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def ask(self, questions: list[Question]) -> list[dict[str, Any]]:
         """Ask the client (``elicitation/create``, ``sampling/createMessage``,
-        ``roots/list``) and return its result."""
+        ``roots/list``) and return its results, in order."""
         ...
 
     async def notify(self, method: str, params: dict[str, Any]) -> None: ...
@@ -75,7 +73,7 @@ class _NoBackend:
     async def log(self, level: str, data: Any, logger_name: str | None) -> None:
         return None
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def ask(self, questions: list[Question]) -> list[dict[str, Any]]:
         raise self._missing()
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
@@ -230,43 +228,61 @@ class Context:
 
     # -- asking the client ----------------------------------------------------------------
 
-    def _require_capability(self, name: str, what: str) -> None:
+    def _require_capability(self, name: str) -> None:
         if name not in self.client_capabilities:
             raise ClientCapabilityError(
-                f"the client did not declare the {name!r} capability, so it cannot be asked "
-                f"for {what}"
+                f"the client did not declare the {name!r} capability, so it cannot be asked for it"
             )
 
-    @overload
-    async def elicit(self, message: str, response_type: None = None) -> ElicitationResult: ...
+    async def gather_inputs(self, inputs: Mapping[str, Input]) -> dict[str, Any]:
+        """Ask several things at once; returns ``{key: answer}`` with the same keys.
+
+        Answers: ``ElicitInput`` → Accepted/Declined/CancelledElicitation, ``SampleInput`` →
+        ``CreateMessageResult``, ``RootsInput`` → ``list[Root]``. The keys are the request
+        keys on the wire (``inputRequests``), so keep them stable across rounds.
+        """
+        for item in inputs.values():
+            self._require_capability(item.capability)
+        questions = [item.question(key) for key, item in inputs.items()]
+        answers = await self._backend.ask(questions)
+        return {key: item.read(answer) for (key, item), answer in zip(inputs.items(), answers, strict=True)}
+
+    async def _ask_one(self, item: Input, key: str | None) -> Any:
+        self._require_capability(item.capability)
+        (answer,) = await self._backend.ask([item.question(key)])
+        return item.read(answer)
 
     @overload
     async def elicit(
-        self, message: str, response_type: type[T]
+        self, message: str, response_type: None = None, *, key: str | None = None
+    ) -> ElicitationResult: ...
+
+    @overload
+    async def elicit(
+        self, message: str, response_type: type[T], *, key: str | None = None
     ) -> AcceptedElicitation[T] | DeclinedElicitation | CancelledElicitation: ...
 
-    async def elicit(self, message: str, response_type: Any = None) -> ElicitationResult:
+    async def elicit(
+        self, message: str, response_type: Any = None, *, key: str | None = None
+    ) -> ElicitationResult:
         """Ask the user a question through the client (form mode).
 
         ``response_type``: ``str``, ``int``, ``float``, ``bool``, an Enum, a ``Literal``, a
         list of Enum/Literal values (multi-select), a pydantic model, a dataclass, a
         TypedDict, or None for a bare confirmation. Returns ``AcceptedElicitation(data=…)``,
-        ``DeclinedElicitation()`` or ``CancelledElicitation()``.
+        ``DeclinedElicitation()`` or ``CancelledElicitation()``. ``key`` names the request
+        on the wire (default: chosen by the server).
         """
-        return await self._elicit(message, elicitation_spec(response_type))
+        result: ElicitationResult = await self._ask_one(ElicitInput(message, response_type), key)
+        return result
 
-    async def elicit_form(self, message: str, requested_schema: dict[str, Any]) -> ElicitationResult:
+    async def elicit_form(
+        self, message: str, requested_schema: dict[str, Any], *, key: str | None = None
+    ) -> ElicitationResult:
         """Ask with a hand-written flat ``requestedSchema``; accepted data is the content dict."""
-        return await self._elicit(message, raw_form_spec(requested_schema))
-
-    async def _elicit(self, message: str, spec: ElicitationSpec) -> ElicitationResult:
-        self._require_capability("elicitation", "elicitation")
-        params = {"mode": "form", "message": message, "requestedSchema": spec.requested_schema}
-        result = await self._backend.request("elicitation/create", params)
-        try:
-            return spec.parse(result)
-        except ValueError as exc:
-            raise ToolError(str(exc)) from exc
+        item = ElicitInput(message, schema=requested_schema)
+        result: ElicitationResult = await self._ask_one(item, key)
+        return result
 
     async def sample(
         self,
@@ -279,57 +295,26 @@ class Context:
         model_preferences: types.ModelPreferences | dict[str, Any] | str | list[str] | None = None,
         include_context: str | None = None,
         metadata: dict[str, Any] | None = None,
+        key: str | None = None,
     ) -> types.CreateMessageResult:
         """Ask the client's LLM for a completion (``sampling/createMessage``)."""
-        self._require_capability("sampling", "sampling")
-        params: dict[str, Any] = {
-            "messages": _sampling_messages(messages),
-            "maxTokens": max_tokens,
-        }
-        if system_prompt is not None:
-            params["systemPrompt"] = system_prompt
-        if temperature is not None:
-            params["temperature"] = temperature
-        if stop_sequences:
-            params["stopSequences"] = stop_sequences
-        if include_context is not None:
-            params["includeContext"] = include_context
-        if metadata is not None:
-            params["metadata"] = metadata
-        if model_preferences is not None:
-            params["modelPreferences"] = _model_preferences(model_preferences)
-        result = await self._backend.request("sampling/createMessage", params)
-        return types.CreateMessageResult.model_validate(result)
+        item = SampleInput(
+            messages,
+            system_prompt=system_prompt,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop_sequences=stop_sequences,
+            model_preferences=model_preferences,
+            include_context=include_context,
+            metadata=metadata,
+        )
+        result: types.CreateMessageResult = await self._ask_one(item, key)
+        return result
 
-    async def list_roots(self) -> list[types.Root]:
+    async def list_roots(self, *, key: str | None = None) -> list[types.Root]:
         """Ask the client for its roots (``roots/list``)."""
-        self._require_capability("roots", "its roots")
-        result = await self._backend.request("roots/list", {})
-        return types.ListRootsResult.model_validate(result).roots
-
-
-def _sampling_messages(
-    messages: str | list[types.SamplingMessage] | list[dict[str, Any]],
-) -> list[dict[str, Any]]:
-    if isinstance(messages, str):
-        return [{"role": "user", "content": {"type": "text", "text": messages}}]
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        if isinstance(message, types.SamplingMessage):
-            out.append(message.model_dump(by_alias=True, exclude_none=True, mode="json"))
-        else:
-            out.append(dict(message))
-    return out
-
-
-def _model_preferences(prefs: Any) -> dict[str, Any]:
-    if isinstance(prefs, str):
-        return {"hints": [{"name": prefs}]}
-    if isinstance(prefs, list):
-        return {"hints": [{"name": name} for name in prefs]}
-    if isinstance(prefs, types.ModelPreferences):
-        return prefs.model_dump(by_alias=True, exclude_none=True, mode="json")
-    return dict(prefs)
+        roots: list[types.Root] = await self._ask_one(RootsInput(), key)
+        return roots
 
 
 __all__ = [

@@ -40,7 +40,6 @@ class InputRequired(BaseException):  # noqa: N818 - control flow, not an error
     it. Tool code never raises or catches it itself.
     """
 
-    def __init__(self, key: str, request: dict[str, Any]) -> None:
-        super().__init__(key)
-        self.key = key
-        self.request = request
+    def __init__(self, requests: dict[str, dict[str, Any]]) -> None:
+        super().__init__(", ".join(requests))
+        self.requests = requests

@@ -52,8 +52,17 @@ def error_result(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
-def validate_arguments(tool: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any] | dict[str, Any]:
+def validate_arguments(tool: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
     """Validated keyword arguments, or raise ``ValueError`` with an ``isError``-ready text."""
+    if tool.raw_input_schema is not None:
+        from jsonschema.validators import validator_for
+
+        schema = tool.raw_input_schema
+        errors = sorted(validator_for(schema)(schema).iter_errors(arguments), key=lambda e: list(e.path))
+        if errors:
+            problems = "; ".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors)
+            raise ValueError(f"Invalid arguments for tool {tool.name}: {problems}")
+        return dict(arguments)
     try:
         return tool.metadata.validate_arguments(arguments)
     except ValidationError as exc:

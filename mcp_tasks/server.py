@@ -118,9 +118,13 @@ class ToolSpec:
     annotations: types.ToolAnnotations | None = None
     icons: list[types.Icon] | None = None
     meta: dict[str, Any] | None = None
+    #: A hand-written JSON Schema (2020-12) advertised verbatim and validated with jsonschema.
+    raw_input_schema: dict[str, Any] | None = None
 
     @property
     def input_schema(self) -> dict[str, Any]:
+        if self.raw_input_schema is not None:
+            return self.raw_input_schema
         return typing.cast(dict[str, Any], self.metadata.arg_model.model_json_schema(by_alias=True))
 
     def definition(self, *, task_support: bool = False) -> dict[str, Any]:
@@ -275,8 +279,14 @@ class MCPServer:
         structured_output: bool | None = None,
         icons: list[types.Icon] | None = None,
         meta: dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> Callable[[F], F]:
-        """Register a function as a tool. ``task=True`` lets it run as a background task."""
+        """Register a function as a tool. ``task=True`` lets it run as a background task.
+
+        ``input_schema`` replaces the schema derived from the type hints: it is advertised as
+        written and arguments are validated against it (JSON Schema 2020-12), then passed to
+        the function as keyword arguments.
+        """
         if callable(name):
             raise TypeError("use @mcp.tool() with parentheses")
 
@@ -289,6 +299,11 @@ class MCPServer:
             self._check_unique("tool", self.tools, tool_name, fn)
             context_param = _context_parameter(fn)
             skip = [context_param] if context_param else []
+            if input_schema is not None:
+                from jsonschema.validators import validator_for
+
+                validator_for(input_schema).check_schema(input_schema)
+                skip = list(inspect.signature(fn).parameters)
             notes = (
                 types.ToolAnnotations.model_validate(annotations)
                 if isinstance(annotations, dict)
@@ -306,6 +321,7 @@ class MCPServer:
                 annotations=notes,
                 icons=icons,
                 meta=meta,
+                raw_input_schema=input_schema,
             )
             return fn
 

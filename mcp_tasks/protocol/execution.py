@@ -14,7 +14,9 @@ from typing import Any
 
 
 from ..context import Context, level_allows
-from ..exceptions import InputRequired
+from ..exceptions import InputRequired, ProtocolError
+from ..inputs import Question
+from .constants import INVALID_PARAMS
 from . import request_state
 from .request import RequestInfo, Sink
 
@@ -34,6 +36,7 @@ class RequestBackend:
         self.info = info
         self.sink = sink
         self.answers = dict(answers or {})
+        self.used: dict[str, Any] = {}  # answers the tool consumed this round
         self.asked = 0
 
     async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
@@ -58,21 +61,34 @@ class RequestBackend:
             params["logger"] = logger_name
         await self.sink.notify("notifications/message", params)
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def ask(self, questions: list[Question]) -> list[dict[str, Any]]:
         if not self.info.modern:
-            return await self.sink.request(method, params)
+            return [await self.sink.request(q.method, q.params) for q in questions]
+        answers: list[dict[str, Any]] = []
+        missing: dict[str, dict[str, Any]] = {}
+        for question in questions:
+            key = question.key or self._auto_key(question)
+            if key in self.answers:
+                answer = self.answers[key]
+                if not isinstance(answer, dict):
+                    raise ProtocolError(INVALID_PARAMS, f"inputResponses[{key!r}] must be an object")
+                self.used[key] = answer
+                answers.append(answer)
+            else:
+                request: dict[str, Any] = {"method": question.method}
+                if question.params:
+                    request["params"] = question.params
+                missing[key] = request
+        if missing:
+            raise InputRequired(missing)
+        return answers
+
+    def _auto_key(self, question: Question) -> str:
         self.asked += 1
         digest = hashlib.sha256(
-            json.dumps([method, params], sort_keys=True, default=str).encode()
+            json.dumps([question.method, question.params], sort_keys=True, default=str).encode()
         ).hexdigest()[:10]
-        key = f"{_KEY_PREFIX.get(method, 'input')}-{self.asked}-{digest}"
-        if key in self.answers:
-            answer = self.answers[key]
-            return answer if isinstance(answer, dict) else {}
-        request: dict[str, Any] = {"method": method}
-        if params:
-            request["params"] = params
-        raise InputRequired(key, request)
+        return f"{_KEY_PREFIX.get(question.method, 'input')}-{self.asked}-{digest}"
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.sink.publish(method, params)
@@ -93,8 +109,10 @@ def gather_answers(info: RequestInfo, params: dict[str, Any], method: str, targe
                 arguments=arguments,
             )
         )
-    responses = params.get("inputResponses")
-    if isinstance(responses, dict):
+    if "inputResponses" in params:
+        responses = params["inputResponses"]
+        if not isinstance(responses, dict):
+            raise ProtocolError(INVALID_PARAMS, "params.inputResponses must be an object")
         answers.update(responses)
     return answers
 
@@ -104,17 +122,13 @@ def input_required_result(
 ) -> dict[str, Any]:
     """The ``input_required`` result for a round that needs one more answer."""
     token = request_state.seal(
-        backend.answers,
+        backend.used,
         principal=info.principal.scope,
         method=method,
         target=target,
         arguments=arguments,
     )
-    return {
-        "resultType": "input_required",
-        "inputRequests": {exc.key: exc.request},
-        "requestState": token,
-    }
+    return {"resultType": "input_required", "inputRequests": exc.requests, "requestState": token}
 
 
 def make_context(info: RequestInfo, backend: RequestBackend) -> Context:

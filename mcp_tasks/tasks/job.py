@@ -23,6 +23,7 @@ from ..auth import AccessToken
 from ..conf import get_config
 from ..context import Context, level_allows
 from ..exceptions import ProtocolError, ToolError
+from ..inputs import Question
 from ..lifespan import lifespan_context
 from .. import groups
 from ..models import LegacySession, Task, TaskSnapshot
@@ -132,47 +133,68 @@ class TaskBackend:
             params["logger"] = logger_name
         await _send(groups.session_group(self.task.session_id), "notifications/message", params)
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.sequence += 1
-        ask = database_sync_to_async(service.ask)
-        try:
-            question = await ask(self.task.id, self.sequence, method, params, worker_name())
-        except (service.ReplayMismatch, service.TaskEnded):
-            raise
-        except Exception:
-            logger.exception("could not record question %s of task %s", self.sequence, self.task.id)
-            return self._unanswerable(method, "the question could not be recorded")
-        answer = await database_sync_to_async(service.answer_of)(self.task.id, question.key)
-        if answer is None:
+    async def ask(self, questions: list[Question]) -> list[dict[str, Any]]:
+        """Record the questions (or find them when replaying), announce them, and wait a
+        short hold window for the answers; past it, the job ends (``TaskSuspended``)."""
+        record = database_sync_to_async(service.ask)
+        keys: list[str | None] = []
+        for question in questions:
+            self.sequence += 1
+            try:
+                row = await record(
+                    self.task.id, self.sequence, question.method, question.params, worker_name(), question.key
+                )
+                keys.append(row.key)
+            except (service.ReplayMismatch, service.TaskEnded):
+                raise
+            except Exception:
+                logger.exception("could not record question %s of task %s", self.sequence, self.task.id)
+                keys.append(None)
+        answers = await self._answers(keys)
+        if any(answer is None for key, answer in zip(keys, answers, strict=True) if key is not None):
             try:
                 await notify.apublish_task_change(self.task.id, "input_required")
             except Exception:
-                logger.exception("could not announce question %s of task %s", question.key, self.task.id)
-                await database_sync_to_async(service.withdraw)(self.task.id, question.key)
-                return self._unanswerable(method, "the question could not be announced")
-            answer = await self._hold(question.key)
-        if answer == service.EXPIRED:
-            return self._unanswerable(method, "the question timed out")
-        return answer  # type: ignore[no-any-return]
+                logger.exception("could not announce the questions of task %s", self.task.id)
+                for key in keys:
+                    if key is not None:
+                        await database_sync_to_async(service.withdraw)(self.task.id, key)
+                keys = [None] * len(keys)
+            else:
+                answers = await self._hold(keys)
+        return [
+            self._unanswerable(question.method, "the question could not be asked")
+            if key is None
+            else self._unanswerable(question.method, "the question timed out")
+            if answer == service.EXPIRED
+            else answer
+            for question, key, answer in zip(questions, keys, answers, strict=True)
+        ]
+
+    async def _answers(self, keys: list[str | None]) -> list[Any]:
+        lookup = database_sync_to_async(service.answer_of)
+        return [None if key is None else await lookup(self.task.id, key) for key in keys]
 
     def _unanswerable(self, method: str, why: str) -> dict[str, Any]:
         if method == "elicitation/create":
             return {"action": "cancel"}
         raise ToolError(f"{method} failed: {why}")
 
-    async def _hold(self, key: str) -> Any:
+    async def _hold(self, keys: list[str | None]) -> list[Any]:
         deadline = time.monotonic() + get_config()["INPUT_HOLD_WINDOW"]
-        while (remaining := deadline - time.monotonic()) > 0:
+        while True:
             self.watch.changed.clear()
-            answer = await database_sync_to_async(service.answer_of)(self.task.id, key)
-            if answer is not None:
-                return answer
+            answers = await self._answers(keys)
+            if all(answer is not None for key, answer in zip(keys, answers, strict=True) if key is not None):
+                return answers
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.watch.changed.wait(), remaining)
-        answer = await database_sync_to_async(service.release)(self.task.id, key)
-        if answer is None:
-            raise TaskSuspended(key)
-        return answer
+        if await database_sync_to_async(service.release)(self.task.id):
+            return await self._answers(keys)
+        raise TaskSuspended(self.task.id)
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await _send(groups.BROADCAST, method, params)

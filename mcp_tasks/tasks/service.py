@@ -353,7 +353,9 @@ def _same_question(request: InputRequest, method: str, params: dict[str, Any]) -
     return request.method == method and canonical(request.params) == canonical(params)
 
 
-def ask(task_id: str, sequence: int, method: str, params: dict[str, Any], worker_name: str) -> InputRequest:
+def ask(
+    task_id: str, sequence: int, method: str, params: dict[str, Any], worker_name: str, key: str | None = None
+) -> InputRequest:
     """Record question number ``sequence`` of this run (or find it when the tool is
     replayed) and mark the task ``input_required``."""
     with transaction.atomic():
@@ -371,9 +373,12 @@ def ask(task_id: str, sequence: int, method: str, params: dict[str, Any], worker
                 )
             return existing
         now = timezone.now()
+        if key is None or task.input_requests.filter(key=key).exists():
+            # Keys are unique for the task's whole life, so a repeated key gets a suffix.
+            key = f"{key or _KEY_PREFIX.get(method, 'input')}-{sequence}-{secrets.token_hex(4)}"
         request = InputRequest.objects.create(
             task=task,
-            key=f"{_KEY_PREFIX.get(method, 'input')}-{sequence}-{secrets.token_hex(4)}",
+            key=key[:100],
             sequence=sequence,
             method=method,
             params=params,
@@ -406,16 +411,15 @@ def answer_of(task_id: str, key: str) -> Any:
     return row["response"] if row["response"] is not None else EXPIRED
 
 
-def release(task_id: str, key: str) -> Any:
-    """The worker stops waiting: returns the answer if it came meanwhile, else lets go of
-    the task (a new job resumes it once every question is answered)."""
+def release(task_id: str) -> bool:
+    """The worker stops waiting. True when every question was answered meanwhile (go on);
+    False: the task is let go and a new job resumes it once everything is answered."""
     with transaction.atomic():
         task = _locked(task_id)
-        answer = answer_of(task_id, key)
-        if answer is not None:
-            return answer
+        if not task.input_requests.filter(status=InputRequestStatus.PENDING).exists():
+            return True
         _touch(task, waiting_worker="")
-    return None
+    return False
 
 
 def validate_answer(request: InputRequest, response: Any) -> dict[str, Any]:
