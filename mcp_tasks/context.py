@@ -57,6 +57,8 @@ class ContextBackend(Protocol):
 
     async def notify(self, method: str, params: dict[str, Any]) -> None: ...
 
+    async def close_stream(self) -> None: ...
+
 
 class _NoBackend:
     """Backend of a ``Context`` made outside any request or task."""
@@ -77,6 +79,9 @@ class _NoBackend:
         raise self._missing()
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    async def close_stream(self) -> None:
         return None
 
 
@@ -221,6 +226,12 @@ class Context:
         if kind not in ("tools", "prompts", "resources"):
             raise ValueError("kind must be 'tools', 'prompts' or 'resources'")
         await self._backend.notify(f"notifications/{kind}/list_changed", {})
+
+    async def close_sse_stream(self) -> None:
+        """Legacy era (2025-11-25): close this request's SSE connection now; the client
+        reconnects with ``Last-Event-ID`` and receives what follows, the result included.
+        Does nothing elsewhere."""
+        await self._backend.close_stream()
 
     async def send_resource_updated(self, uri: str) -> None:
         """Tell subscribed clients that the resource at ``uri`` changed."""

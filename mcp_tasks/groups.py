@@ -32,3 +32,8 @@ def call_group(session_id: str, request_id: Any) -> str:
 def task_group(task_id: str) -> str:
     """Everyone watching a task: listen streams and the worker running it."""
     return f"mcp_tasks.task.{_digest(task_id)}"
+
+
+def stream_group(stream_id: str) -> str:
+    """A resumed legacy stream (``GET`` with ``Last-Event-ID``)."""
+    return f"mcp_tasks.stream.{_digest(stream_id)}"

@@ -160,3 +160,21 @@ class InputRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.method} {self.key} of {self.task_id[:8]}…"
+
+
+class StreamEvent(models.Model):
+    """An SSE event of a legacy stream whose connection was closed before the request
+    finished, kept for the client's ``GET`` with ``Last-Event-ID`` (any process)."""
+
+    stream_id = models.CharField(max_length=64, db_index=True)
+    session_id = models.CharField(max_length=64)
+    sequence = models.IntegerField()
+    message = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["stream_id", "sequence"]
+        constraints = [models.UniqueConstraint(fields=["stream_id", "sequence"], name="mcp_tasks_streamevent_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.stream_id}:{self.sequence}"

@@ -93,6 +93,9 @@ class RequestBackend:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.sink.publish(method, params)
 
+    async def close_stream(self) -> None:
+        await self.sink.close_stream()
+
 
 def gather_answers(info: RequestInfo, params: dict[str, Any], method: str, target: str, arguments: Any) -> dict[str, Any]:
     """Answers carried by a modern retry: the sealed state plus this round's responses."""

@@ -28,6 +28,10 @@ class Sink(Protocol):
         stream that listens for it, in any process."""
         ...
 
+    async def close_stream(self) -> None:
+        """End the response stream now; the rest is kept for a resume (legacy only)."""
+        ...
+
 
 class SessionHandle(Protocol):
     """A legacy session's stored state, as the protocol layer may change it."""

@@ -199,6 +199,9 @@ class TaskBackend:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await _send(groups.BROADCAST, method, params)
 
+    async def close_stream(self) -> None:
+        return None  # a task has no response stream
+
 
 async def _send(group: str, method: str, params: dict[str, Any]) -> None:
     layer = get_channel_layer(get_config()["CHANNEL_LAYER"])

@@ -15,9 +15,7 @@ import secrets
 from typing import Any
 
 from channels.consumer import AsyncConsumer
-from channels.exceptions import StopConsumer
 from channels.layers import get_channel_layer
-from channels.utils import await_many_dispatch
 
 from ..auth import Principal
 from ..conf import get_config
@@ -34,6 +32,7 @@ from ..protocol.constants import (
     is_modern,
 )
 from ..server import MCPServer, mcp
+from .. import streams
 from ..sessions import StoredSession, create_session, end_session, load_session
 from .. import groups
 from .authentication import authenticate
@@ -79,6 +78,9 @@ class McpConsumer(AsyncConsumer):
         self.notify_filter: Any = None  # set by streams that forward notifications
         self.session: StoredSession | None = None
         self.watch: tuple[str, Any] | None = None  # (principal scope, subscription id)
+        self.resuming: str | None = None  # the stream a GET with Last-Event-ID resumes
+        self.resumed_up_to = 0
+        self.resume_lock = asyncio.Lock()
 
     # -- ASGI plumbing --------------------------------------------------------------------
 
@@ -87,22 +89,34 @@ class McpConsumer(AsyncConsumer):
         self.base_send = send
         self.stream = ResponseStream(send)
         self.channel_layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
-        sources = [receive]
+        pumps = [asyncio.ensure_future(self._pump(receive))]
         if self.channel_layer is not None:
             self.channel_name = await self.channel_layer.new_channel()
-            sources.append(functools.partial(self.channel_layer.receive, self.channel_name))
-        loop = asyncio.ensure_future(await_many_dispatch(sources, self.dispatch))
+            layer_receive = functools.partial(self.channel_layer.receive, self.channel_name)
+            pumps.append(asyncio.ensure_future(self._pump(layer_receive)))
         done = asyncio.ensure_future(self.finished.wait())
         try:
-            await asyncio.wait({loop, done}, return_when=asyncio.FIRST_COMPLETED)
-            if loop.done() and not loop.cancelled() and not isinstance(loop.exception(), StopConsumer):
-                loop.result()
+            pending = {done, *pumps}
+            while not self.finished.is_set():
+                finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in finished:
+                    if task is not done and not task.cancelled() and task.exception() is not None:
+                        raise task.exception()  # type: ignore[misc]
         finally:
-            for task in (loop, done):
+            for task in (done, *pumps):
                 task.cancel()
-            if self.work is not None and not self.work.done() and self.cancel_on_disconnect:
+            if self.work is not None and not self.work.done():
                 self.work.cancel()
             await self._leave_groups()
+
+    async def _pump(self, source: Any) -> None:
+        """Dispatch messages from one source (ASGI or the channel layer); the ASGI pump
+        stops at ``http.disconnect``."""
+        while True:
+            message = await source()
+            await self.dispatch(message)
+            if message.get("type") == "http.disconnect":
+                return
 
     async def http_request(self, message: dict[str, Any]) -> None:
         if self.work is not None:
@@ -111,7 +125,8 @@ class McpConsumer(AsyncConsumer):
         limit = get_config()["MAX_BODY_BYTES"]
         declared = first(header_map(self.scope), "content-length")
         if len(self.body) > limit or (declared and declared.isdigit() and int(declared) > limit):
-            await self.stream.plain(413, HttpError(413, f"Request body too large (limit {limit} bytes)").payload(), JSON)
+            error = HttpError(413, f"Request body too large (limit {limit} bytes)")
+            await self.stream.plain(413, error.payload(), JSON)
             self.finished.set()
             return
         if not message.get("more_body"):
@@ -119,11 +134,10 @@ class McpConsumer(AsyncConsumer):
 
     async def http_disconnect(self, message: dict[str, Any]) -> None:
         self.stream.disconnected()
-        if self.work is not None and not self.work.done() and not self.cancel_on_disconnect:
-            # Legacy era: a closed stream is not a cancel; the call finishes on its own.
-            self.work = None
-        self.finished.set()
-        raise StopConsumer
+        if self.cancel_on_disconnect or self.work is None or self.work.done():
+            self.finished.set()
+        # Legacy era: a closed stream is not a cancel; the call goes on, and its later
+        # events are kept for a resume (GET with Last-Event-ID).
 
     async def mcp_reply(self, message: dict[str, Any]) -> None:
         future = self.pending.get(message["key"])
@@ -148,6 +162,29 @@ class McpConsumer(AsyncConsumer):
         if detailed is not None:
             detailed["_meta"] = {META_SUBSCRIPTION_ID: subscription_id}
             await self.stream.event({"jsonrpc": "2.0", "method": "notifications/tasks", "params": detailed})
+
+    async def mcp_stream(self, message: dict[str, Any]) -> None:
+        """An event of the stream this ``GET`` resumes."""
+        async with self.resume_lock:
+            await self._forward_resumed(message["sequence"], message["message"])
+
+    async def _forward_resumed(self, sequence: int, event: dict[str, Any]) -> None:
+        if sequence <= self.resumed_up_to or self.stream.closed:
+            return
+        self.resumed_up_to = sequence
+        await self.stream.replay(event, f"{self.resuming}:{sequence}")
+        if "id" in event and ("result" in event or "error" in event):
+            await self.stream.finish(None)
+            self.finished.set()
+
+    async def _spill(self, sequence: int, message: dict[str, Any]) -> None:
+        """Keep an event of this stream, sent after its connection closed, for a resume."""
+        stream_id = self.stream.resumable_id
+        assert stream_id is not None and self.session is not None
+        await streams.store(stream_id, self.session.id, sequence, message)
+        await self.channel_layer.group_send(
+            groups.stream_group(stream_id), {"type": "mcp.stream", "sequence": sequence, "message": message}
+        )
 
     async def _join(self, group: str) -> None:
         if self.channel_layer is not None and group not in self.joined:
@@ -361,6 +398,9 @@ class McpConsumer(AsyncConsumer):
             await self.stream.finish(None)
             return
         await self._join(groups.call_group(session.id, message["id"]))
+        if session.protocol_version >= "2025-11-25" and self.channel_layer is not None:
+            self.stream.resumable_id = secrets.token_hex(16)
+            self.stream.spill = self._spill
         info = self._legacy_info(message, principal, session, await lifespan_context())
         try:
             response = await self._run(message, info)
@@ -388,6 +428,10 @@ class McpConsumer(AsyncConsumer):
         if not accepts(self.headers, "text/event-stream"):
             raise HttpError(406, "Not Acceptable: Client must accept text/event-stream")
         session = await self._legacy_session(principal)
+        resume = streams.parse_event_id(first(self.headers, "last-event-id"))
+        if resume is not None:
+            await self._resume(session, *resume)
+            return
 
         async def accept(notification: dict[str, Any]) -> bool:
             if notification.get("method") == "notifications/resources/updated":
@@ -400,6 +444,18 @@ class McpConsumer(AsyncConsumer):
         await self._join(groups.session_group(session.id))
         await self.stream.open_sse()
         await self._keepalive()  # until the client closes the stream
+
+    async def _resume(self, session: StoredSession, stream_id: str, after: int) -> None:
+        """Replay a closed stream's events after ``after``, then forward the rest live."""
+        self.resuming = stream_id
+        self.resumed_up_to = after
+        await self._join(groups.stream_group(stream_id))
+        await self.stream.open_sse()
+        async with self.resume_lock:
+            for sequence, event in await streams.events_after(stream_id, session.id, after):
+                await self._forward_resumed(sequence, event)
+        if not self.finished.is_set():
+            await self._keepalive()
 
     async def _legacy_delete(self, principal: Principal) -> None:
         session = await self._legacy_session(principal)
@@ -435,6 +491,10 @@ class McpConsumer(AsyncConsumer):
             raise ToolError(f"the client answered {method} with an error: {error.get('message', 'unknown error')}")
         result = reply.get("result")
         return result if isinstance(result, dict) else {}
+
+    async def close_stream(self) -> None:
+        if self.stream.resumable_id is not None:
+            await self.stream.detach()
 
     async def publish(self, method: str, params: dict[str, Any]) -> None:
         if self.channel_layer is not None:

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+Spill = Callable[[int, dict[str, Any]], Awaitable[None]]
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -16,15 +17,28 @@ SSE_HEADERS = [
 ]
 
 
-def encode_event(message: dict[str, Any]) -> bytes:
-    data = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
-    return b"event: message\r\ndata: " + data.encode() + b"\r\n\r\n"
+def encode_event(message: dict[str, Any] | None, event_id: str | None = None, retry_ms: int | None = None) -> bytes:
+    """One SSE event; ``message`` None is a priming event (an id and empty data)."""
+    lines = []
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    if retry_ms is not None:
+        lines.append(f"retry: {retry_ms}")
+    if message is None:
+        lines.append("data: ")
+    else:
+        lines.append("event: message")
+        lines.append("data: " + json.dumps(message, separators=(",", ":"), ensure_ascii=False))
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
 class ResponseStream:
     """Answers JSON when nothing streams; switches to SSE on the first event.
 
-    Writes are serialised; after the client disconnects every write is a no-op.
+    Writes are serialised. A resumable stream (``resumable_id`` set) numbers its events and
+    starts with a priming event; once the connection is gone (:meth:`detach`, or the client
+    left) its events go to ``spill`` so a ``GET`` with ``Last-Event-ID`` can replay them.
+    Otherwise writes after the end are dropped.
     """
 
     def __init__(self, send: Send, headers: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -34,13 +48,23 @@ class ResponseStream:
         self.started = False
         self.streaming = False
         self.closed = False
+        self.resumable_id: str | None = None
+        self.retry_ms = 1000
+        self.spill: Spill | None = None
+        self.sequence = 0
 
     async def _start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         self.started = True
-        await self._send({"type": "http.response.start", "status": status, "headers": self.headers + headers})
+        await self._send({"type": "http.response.start", "status": status, "headers": [*self.headers, *headers]})
 
     async def _body(self, body: bytes, more: bool) -> None:
         await self._send({"type": "http.response.body", "body": body, "more_body": more})
+
+    def _next_id(self) -> str | None:
+        if self.resumable_id is None:
+            return None
+        self.sequence += 1
+        return f"{self.resumable_id}:{self.sequence}"
 
     async def open_sse(self) -> None:
         """Start the event stream now (for streams that begin before any event)."""
@@ -52,15 +76,35 @@ class ResponseStream:
             return
         await self._start(200, SSE_HEADERS)
         self.streaming = True
-        await self._body(b"", True)
+        if self.resumable_id is not None:
+            await self._body(encode_event(None, f"{self.resumable_id}:0", self.retry_ms), True)
+        else:
+            await self._body(b"", True)
+
+    async def _spilled(self, message: dict[str, Any]) -> bool:
+        """After the connection ended: keep the event for a resume (True), or drop it."""
+        if not self.closed:
+            return False
+        if self.spill is not None and self.streaming and self.resumable_id is not None:
+            self.sequence += 1
+            await self.spill(self.sequence, message)
+        return True
 
     async def event(self, message: dict[str, Any]) -> None:
         """Send one JSON-RPC message as an SSE event (opening the stream if needed)."""
         async with self._lock:
+            if await self._spilled(message):
+                return
+            await self._open_sse_locked()
+            await self._body(encode_event(message, self._next_id()), True)
+
+    async def replay(self, message: dict[str, Any], event_id: str) -> None:
+        """Send a stored event of another stream under its own id (a resume)."""
+        async with self._lock:
             if self.closed:
                 return
             await self._open_sse_locked()
-            await self._body(encode_event(message), True)
+            await self._body(encode_event(message, event_id), True)
 
     async def ping(self) -> None:
         """A keep-alive comment; opens the stream if the answer is taking long."""
@@ -74,19 +118,31 @@ class ResponseStream:
         """End the response: the final message as an event or as a JSON body;
         ``None`` → ``202 Accepted`` with no body (or just close the stream)."""
         async with self._lock:
+            if message is not None and await self._spilled(message):
+                return
             if self.closed:
                 return
             self.closed = True
             if self.streaming:
-                await self._body(encode_event(message) if message is not None else b"", False)
+                await self._body(encode_event(message, self._next_id()) if message is not None else b"", False)
                 return
             if message is None:
                 await self._start(status if status != 200 else 202, [(b"content-length", b"0")])
                 await self._body(b"", False)
                 return
             body = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-            await self._start(status, [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())])
+            length = str(len(body)).encode()
+            await self._start(status, [(b"content-type", b"application/json"), (b"content-length", length)])
             await self._body(body, False)
+
+    async def detach(self) -> None:
+        """Close the connection now; later events are spilled for a resume."""
+        async with self._lock:
+            if self.closed:
+                return
+            await self._open_sse_locked()
+            self.closed = True
+            await self._body(b"", False)
 
     async def plain(self, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
         """A non-MCP answer (an HTTP error before any processing)."""
@@ -94,7 +150,7 @@ class ResponseStream:
             if self.closed or self.started:
                 return
             self.closed = True
-            await self._start(status, headers + [(b"content-length", str(len(body)).encode())])
+            await self._start(status, [*headers, (b"content-length", str(len(body)).encode())])
             await self._body(body, False)
 
     def disconnected(self) -> None:
