@@ -53,6 +53,7 @@ class Task(models.Model):
     progress_total = models.FloatField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
+    era = models.CharField(max_length=8, default="modern", help_text="The protocol era of the creating client.")
     session_id = models.CharField(max_length=64, blank=True, default="")
     origin_request_id = models.JSONField(null=True, blank=True)
     queue = models.CharField(max_length=100, default="mcp_tasks")

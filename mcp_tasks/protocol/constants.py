@@ -5,6 +5,8 @@ from __future__ import annotations
 MODERN_VERSION = "2026-07-28"
 MODERN_VERSIONS = (MODERN_VERSION,)
 LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+#: The legacy revision with the experimental tasks of SEP-1686.
+LEGACY_TASKS_VERSION = "2025-11-25"
 #: A legacy request without ``MCP-Protocol-Version`` is assumed to be this version.
 LEGACY_DEFAULT_VERSION = "2025-03-26"
 

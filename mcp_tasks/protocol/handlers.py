@@ -7,6 +7,7 @@ differences (``resultType``, caching hints) are added by :mod:`.dispatch`.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 import logging
 import typing
 from collections.abc import Awaitable, Callable
@@ -21,7 +22,9 @@ from ..exceptions import InputRequired, ProtocolError
 from ..server import MCPServer, PromptSpec, ResourceSpec, ToolSpec
 from .constants import (
     INVALID_PARAMS,
+    LEGACY_TASKS_VERSION,
     LEGACY_VERSIONS,
+    METHOD_NOT_FOUND,
     MISSING_CLIENT_CAPABILITY,
     MODERN_VERSIONS,
     TASKS_EXTENSION,
@@ -64,8 +67,11 @@ def server_capabilities(info: RequestInfo) -> dict[str, Any]:
         "completions": {},
         "logging": {},
     }
-    if info.modern and hooks.start_task is not None:
-        capabilities["extensions"] = {TASKS_EXTENSION: {}}
+    if hooks.start_task is not None:
+        if info.modern:
+            capabilities["extensions"] = {TASKS_EXTENSION: {}}
+        elif info.protocol_version == LEGACY_TASKS_VERSION:
+            capabilities["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
     return capabilities
 
 
@@ -110,7 +116,7 @@ async def initialize(server: MCPServer, info: RequestInfo, sink: Sink, params: d
     version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": server_capabilities(info),
+        "capabilities": server_capabilities(replace(info, protocol_version=version)),
         "serverInfo": server_info(),
     }
     instructions = get_config()["INSTRUCTIONS"]
@@ -137,7 +143,7 @@ async def set_log_level(server: MCPServer, info: RequestInfo, sink: Sink, params
 
 async def list_tools(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
     _no_cursor(params)
-    task_support = info.protocol_version == "2025-11-25" and hooks.start_task is not None
+    task_support = info.protocol_version == LEGACY_TASKS_VERSION and hooks.start_task is not None
     return {"tools": [tool.definition(task_support=task_support) for tool in server.tools.values()]}
 
 
@@ -154,14 +160,8 @@ async def call_tool(server: MCPServer, info: RequestInfo, sink: Sink, params: di
     except ValueError as exc:
         return error_result(str(exc))
 
-    wants_task = info.modern and TASKS_EXTENSION in (info.client_capabilities.get("extensions") or {})
-    if tool.task.mode == "required" and not wants_task:
-        raise ProtocolError(
-            MISSING_CLIENT_CAPABILITY,
-            f"Tool {name!r} runs only as a background task; declare the {TASKS_EXTENSION} extension",
-            {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
-        )
-    if wants_task and tool.task.mode != "forbidden" and hooks.start_task is not None:
+    if _runs_as_task(tool, info, params):
+        assert hooks.start_task is not None
         return await hooks.start_task(server, tool, validated, info, sink, params)
 
     answers = gather_answers(info, params, "tools/call", name, arguments)
@@ -170,6 +170,39 @@ async def call_tool(server: MCPServer, info: RequestInfo, sink: Sink, params: di
         return await run_tool(tool, validated, make_context(info, backend))
     except InputRequired as exc:
         return input_required_result(exc, backend, info, "tools/call", name, arguments)
+
+
+def _runs_as_task(tool: ToolSpec, info: RequestInfo, params: dict[str, Any]) -> bool:
+    """Whether this call becomes a task: the server decides, within what the client allows.
+
+    Modern era: the client declared the tasks extension in this request. 2025-11-25
+    sessions: the client asked with ``params.task`` (the experimental tasks of that
+    revision). A tool that only runs as a task, called without them, is refused.
+    """
+    mode = tool.task.mode
+    if hooks.start_task is None:
+        wanted = False
+    elif info.modern:
+        wanted = TASKS_EXTENSION in (info.client_capabilities.get("extensions") or {})
+    elif info.protocol_version == LEGACY_TASKS_VERSION:
+        wanted = isinstance(params.get("task"), dict)
+        if wanted and mode == "forbidden":
+            raise ProtocolError(METHOD_NOT_FOUND, f"Tool {tool.name!r} does not support task-augmented calls")
+    else:
+        wanted = False
+    if mode == "required" and not wanted:
+        if info.modern:
+            raise ProtocolError(
+                MISSING_CLIENT_CAPABILITY,
+                f"Tool {tool.name!r} runs only as a background task; declare the {TASKS_EXTENSION} extension",
+                {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+            )
+        raise ProtocolError(
+            METHOD_NOT_FOUND,
+            f"Tool {tool.name!r} requires task-augmented invocation (params.task, protocol "
+            f"{LEGACY_TASKS_VERSION}, or the {TASKS_EXTENSION} extension of {MODERN_VERSIONS[0]})",
+        )
+    return wanted and mode != "forbidden"
 
 
 # -- prompts ----------------------------------------------------------------------------

@@ -32,6 +32,10 @@ class Sink(Protocol):
         """End the response stream now; the rest is kept for a resume (legacy only)."""
         ...
 
+    async def wait_for_task(self, task_id: str, timeout: float) -> None:
+        """Return when the task changes (or after ``timeout`` seconds)."""
+        ...
+
 
 class SessionHandle(Protocol):
     """A legacy session's stored state, as the protocol layer may change it."""

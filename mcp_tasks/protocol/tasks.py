@@ -119,6 +119,13 @@ async def start_task(
     if pending is not None:
         return pending
     config = tool.task
+    ttl = config.ttl
+    requested = params.get("task")
+    if not info.modern and isinstance(requested, dict) and isinstance(requested.get("ttl"), int) and requested["ttl"] > 0:
+        # 2025-11-25: the client may ask for a shorter time to live, never a longer one.
+        asked = requested["ttl"] / 1000
+        limit = ttl if ttl is not None else get_config()["TASK_TTL"]
+        ttl = asked if limit is None else min(asked, limit)
     new = service.NewTask(
         tool_name=tool.name,
         arguments=params.get("arguments") or {},
@@ -135,7 +142,7 @@ async def start_task(
         headers=_snapshot_headers(info),
         prepared=prepared,
         queue=config.queue,
-        ttl=config.ttl,
+        ttl=ttl,
         poll_interval=config.poll_interval,
         timeout=config.timeout,
     )
@@ -143,6 +150,10 @@ async def start_task(
         task = await database_sync_to_async(service.create_task)(new)
     except RuntimeError as exc:
         raise ProtocolError(INTERNAL_ERROR, f"Could not start the task: {exc}") from exc
+    if not info.modern:
+        from .legacy_tasks import legacy_task
+
+        return {"task": legacy_task(task)}
     return {"resultType": "task", **task_fields(task)}
 
 
@@ -203,5 +214,8 @@ async def owned_task_ids(task_ids: list[Any], principal_scope: str) -> list[str]
 
 def install() -> None:
     """Plug the tasks extension into the method tables."""
+    from . import legacy_tasks
+
     handlers.hooks.start_task = start_task
     handlers.MODERN_METHODS.update({"tasks/get": get_task, "tasks/update": update_task, "tasks/cancel": cancel_task})
+    legacy_tasks.install()

@@ -24,6 +24,7 @@ from ..conf import get_config
 from ..context import Context, level_allows
 from ..exceptions import ProtocolError, ToolError
 from ..inputs import Question
+from ..protocol.constants import META_RELATED_TASK
 from ..lifespan import lifespan_context
 from .. import groups
 from ..models import LegacySession, Task, TaskSnapshot
@@ -120,6 +121,16 @@ class TaskBackend:
 
     async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
         await database_sync_to_async(service.report_progress)(self.task.id, progress, total, message)
+        token = self.snapshot.progress_token
+        if self.snapshot.era == "legacy" and token is not None:
+            # 2025-11-25: the creating request's progress token stays valid for the task's life.
+            params: dict[str, Any] = {"progressToken": token, "progress": progress}
+            if total is not None:
+                params["total"] = total
+            if message is not None:
+                params["message"] = message
+            params["_meta"] = {META_RELATED_TASK: {"taskId": self.task.id}}
+            await _send(groups.session_group(self.task.session_id), "notifications/progress", params)
 
     async def log(self, level: str, data: Any, logger_name: str | None) -> None:
         await database_sync_to_async(service.add_log)(self.task.id, level, logger_name, data)

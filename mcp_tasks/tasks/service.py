@@ -64,7 +64,8 @@ class NewTask:
 
 def _publish_on_commit(task: Task) -> None:
     task_id, status = task.id, task.status
-    transaction.on_commit(lambda: notify.publish_task_change(task_id, status))
+    session_id = task.session_id if task.era == "legacy" else None
+    transaction.on_commit(lambda: notify.publish_task_change(task_id, status, session_id))
 
 
 def _locked(task_id: str) -> Task:
@@ -99,6 +100,7 @@ def create_task(new: NewTask) -> Task:
             arguments=new.arguments,
             status=TaskStatus.WORKING,
             status_message="Queued",
+            era=new.era,
             session_id=new.session_id or f"task-session-{secrets.token_hex(16)}",
             origin_request_id=new.origin_request_id,
             queue=new.queue or config["TASK_QUEUE"],

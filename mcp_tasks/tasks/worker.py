@@ -33,13 +33,15 @@ def maintain() -> dict[str, int]:
     """Housekeeping: fail tasks whose worker died, re-queue lost jobs, time out questions,
     delete expired tasks and idle sessions. Safe to run from several processes."""
     from ..sessions import purge_idle_sessions
+    from ..streams import purge_old_events
 
     close_old_connections()
     return {
-        "stalled": service.recover_stalled(),
-        "questions_expired": service.expire_questions(),
-        "tasks_purged": service.purge_expired(),
-        "sessions_purged": purge_idle_sessions(),
+        "stalled_tasks": service.recover_stalled(),
+        "questions_timed_out": service.expire_questions(),
+        "expired_tasks_deleted": service.purge_expired(),
+        "idle_sessions_deleted": purge_idle_sessions(),
+        "stream_events_deleted": purge_old_events(),
     }
 
 

@@ -9,6 +9,7 @@ request (``mcp.reply``), a legacy cancel (``mcp.cancel``) and notifications to f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import secrets
@@ -24,7 +25,9 @@ from ..lifespan import lifespan_context
 from ..models import LegacySession
 from ..protocol import RequestInfo, handle_request, kind_of, modern_request_info, parse_body
 from ..protocol.tasks import owned_task_ids, require_tasks_capability, watched_task
+from ..protocol.legacy_tasks import legacy_task_status
 from ..protocol.constants import (
+    LEGACY_TASKS_VERSION,
     INVALID_REQUEST,
     LEGACY_VERSIONS,
     META_SUBSCRIPTION_ID,
@@ -81,6 +84,8 @@ class McpConsumer(AsyncConsumer):
         self.resuming: str | None = None  # the stream a GET with Last-Event-ID resumes
         self.resumed_up_to = 0
         self.resume_lock = asyncio.Lock()
+        self.task_changed = asyncio.Event()
+        self.session_stream: StoredSession | None = None  # set on a legacy GET stream
 
     # -- ASGI plumbing --------------------------------------------------------------------
 
@@ -154,14 +159,20 @@ class McpConsumer(AsyncConsumer):
             await self.stream.event(notification)
 
     async def mcp_task(self, message: dict[str, Any]) -> None:
-        """A watched task changed: push the detailed task (``notifications/tasks``)."""
-        if self.watch is None:
-            return
-        scope, subscription_id = self.watch
-        detailed = await watched_task(message["task_id"], scope)
-        if detailed is not None:
-            detailed["_meta"] = {META_SUBSCRIPTION_ID: subscription_id}
-            await self.stream.event({"jsonrpc": "2.0", "method": "notifications/tasks", "params": detailed})
+        """A task changed: wake a waiting ``tasks/result`` and push the new state to a
+        ``subscriptions/listen`` stream (``notifications/tasks``) or a 2025-11-25 session
+        stream (``notifications/tasks/status``)."""
+        self.task_changed.set()
+        if self.watch is not None:
+            scope, subscription_id = self.watch
+            detailed = await watched_task(message["task_id"], scope)
+            if detailed is not None:
+                detailed["_meta"] = {META_SUBSCRIPTION_ID: subscription_id}
+                await self.stream.event({"jsonrpc": "2.0", "method": "notifications/tasks", "params": detailed})
+        elif self.session_stream is not None and self.session_stream.protocol_version == LEGACY_TASKS_VERSION:
+            status = await legacy_task_status(message["task_id"], self.session_stream)
+            if status is not None:
+                await self.stream.event({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": status})
 
     async def mcp_stream(self, message: dict[str, Any]) -> None:
         """An event of the stream this ``GET`` resumes."""
@@ -440,6 +451,7 @@ class McpConsumer(AsyncConsumer):
             return True
 
         self.notify_filter = accept
+        self.session_stream = session
         await self._join(groups.BROADCAST)
         await self._join(groups.session_group(session.id))
         await self.stream.open_sse()
@@ -491,6 +503,12 @@ class McpConsumer(AsyncConsumer):
             raise ToolError(f"the client answered {method} with an error: {error.get('message', 'unknown error')}")
         result = reply.get("result")
         return result if isinstance(result, dict) else {}
+
+    async def wait_for_task(self, task_id: str, timeout: float) -> None:
+        await self._join(groups.task_group(task_id))
+        self.task_changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.task_changed.wait(), timeout)
 
     async def close_stream(self) -> None:
         if self.stream.resumable_id is not None:

@@ -1,0 +1,159 @@
+"""The experimental tasks of protocol 2025-11-25 (SEP-1686), over the same engine.
+
+A thin adapter: the same task rows, service and worker as the modern tasks extension;
+only the wire shapes differ (``{"task": {...}}``, ``ttl``/``pollInterval``, a tool error is
+``failed``, ``tasks/result`` blocks and carries the task's questions on its stream).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.core import signing
+
+from ..exceptions import ProtocolError, ToolError
+from ..models import InputRequest, Task
+from ..server import MCPServer
+from ..tasks import service
+from . import handlers
+from .constants import INTERNAL_ERROR, INVALID_PARAMS, LEGACY_TASKS_VERSION, META_RELATED_TASK, METHOD_NOT_FOUND
+from .request import RequestInfo, Sink
+from .tasks import NOT_FOUND, iso
+
+logger = logging.getLogger("mcp_tasks.protocol")
+
+PAGE_SIZE = 50
+_CURSOR_SALT = "mcp_tasks.tasks_list_cursor"
+
+
+def legacy_status(task: Task) -> str:
+    """2025-11-25 counts a tool result with ``isError`` as ``failed``."""
+    if task.status == "completed" and isinstance(task.result, dict) and task.result.get("isError"):
+        return "failed"
+    return task.status
+
+
+def legacy_task(task: Task) -> dict[str, Any]:
+    """The ``Task`` object of 2025-11-25."""
+    fields: dict[str, Any] = {
+        "taskId": task.id,
+        "status": legacy_status(task),
+        "createdAt": iso(task.created_at),
+        "lastUpdatedAt": iso(task.updated_at),
+        "ttl": task.ttl_ms,
+    }
+    if task.status_message:
+        fields["statusMessage"] = task.status_message
+    if task.poll_interval_ms is not None:
+        fields["pollInterval"] = task.poll_interval_ms
+    return fields
+
+
+def related(task_id: str) -> dict[str, Any]:
+    return {META_RELATED_TASK: {"taskId": task_id}}
+
+
+def _require_revision(info: RequestInfo, method: str) -> None:
+    if info.protocol_version != LEGACY_TASKS_VERSION:
+        raise ProtocolError(METHOD_NOT_FOUND, "Method not found", method)
+
+
+async def _task(info: RequestInfo, params: dict[str, Any], method: str) -> Task:
+    _require_revision(info, method)
+    try:
+        return await database_sync_to_async(service.get_task)(params.get("taskId"), info.principal.scope)
+    except service.TaskNotFound:
+        raise ProtocolError(INVALID_PARAMS, NOT_FOUND) from None
+
+
+async def get_task(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    return legacy_task(await _task(info, params, "tasks/get"))
+
+
+async def list_tasks(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    _require_revision(info, "tasks/list")
+    offset = 0
+    if params.get("cursor") is not None:
+        try:
+            offset = int(signing.loads(params["cursor"], salt=_CURSOR_SALT))
+        except (signing.BadSignature, TypeError, ValueError):
+            raise ProtocolError(INVALID_PARAMS, "Invalid cursor") from None
+
+    def page() -> list[Task]:
+        return list(service.list_tasks(info.principal.scope)[offset : offset + PAGE_SIZE + 1])
+
+    tasks = await database_sync_to_async(page)()
+    result: dict[str, Any] = {"tasks": [legacy_task(task) for task in tasks[:PAGE_SIZE]]}
+    if len(tasks) > PAGE_SIZE:
+        result["nextCursor"] = signing.dumps(offset + PAGE_SIZE, salt=_CURSOR_SALT)
+    return result
+
+
+async def cancel_task(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    task = await _task(info, params, "tasks/cancel")
+    if task.is_terminal:
+        raise ProtocolError(INVALID_PARAMS, f"Cannot cancel task in terminal state '{legacy_status(task)}'")
+    task = await database_sync_to_async(service.cancel)(task.id, info.principal.scope)
+    return legacy_task(task)
+
+
+async def _relay(task: Task, request: InputRequest, info: RequestInfo, sink: Sink) -> None:
+    """Send one of the task's questions on this stream; the reply goes to the one answer path."""
+    params = {**request.params, "_meta": related(task.id)}
+    try:
+        reply = await sink.request(request.method, params)
+    except ToolError as exc:
+        logger.info("question %s of task %s was not answered: %s", request.key, task.id, exc)
+        return
+    try:
+        await database_sync_to_async(service.answer)(
+            task.id, request.key, reply, principal_scope=info.principal.scope, answered_by="client"
+        )
+    except service.InvalidAnswer as exc:
+        logger.info("ignored an invalid answer to %s of task %s: %s", request.key, task.id, exc)
+
+
+async def task_result(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+    """Block until the task ends and return what the call itself would have returned,
+    relaying the task's questions on this stream meanwhile."""
+    task = await _task(info, params, "tasks/result")
+    relayed: dict[str, asyncio.Task[None]] = {}
+    try:
+        while not task.is_terminal:
+            if task.status == "input_required":
+                for request in await database_sync_to_async(service.outstanding_requests)(task):
+                    if request.key not in relayed:
+                        relayed[request.key] = asyncio.ensure_future(_relay(task, request, info, sink))
+            await sink.wait_for_task(task.id, timeout=max((task.poll_interval_ms or 1000) / 1000, 1.0) * 5)
+            task = await Task.objects.aget(pk=task.id)
+    finally:
+        for pending in relayed.values():
+            pending.cancel()
+    if task.status == "failed":
+        error = task.error or {"code": INTERNAL_ERROR, "message": "The task failed"}
+        raise ProtocolError(error.get("code", INTERNAL_ERROR), error.get("message", "The task failed"), error.get("data"))
+    if task.status == "cancelled":
+        raise ProtocolError(INTERNAL_ERROR, "The task was cancelled")
+    result = dict(task.result or {"content": []})
+    result["_meta"] = {**(result.get("_meta") or {}), **related(task.id)}
+    return result
+
+
+def install() -> None:
+    """Plug the 2025-11-25 task methods into the legacy method table."""
+    handlers.LEGACY_METHODS.update(
+        {"tasks/get": get_task, "tasks/result": task_result, "tasks/list": list_tasks, "tasks/cancel": cancel_task}
+    )
+
+
+async def legacy_task_status(task_id: str, session: Any) -> dict[str, Any] | None:
+    """``notifications/tasks/status`` params for a task of this session, else None."""
+
+    def load() -> dict[str, Any] | None:
+        task = Task.objects.filter(pk=task_id, session_id=session.id).first()
+        return legacy_task(task) if task is not None else None
+
+    return await database_sync_to_async(load)()
