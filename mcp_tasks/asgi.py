@@ -32,7 +32,7 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
         if get_config()["EMBEDDED_WORKER"]:
             from .tasks import embedded
 
-            embedded.start_worker(_task_queues())  # once, on the server's first request
+            embedded.start_worker(_task_queues(), get_config()["EMBEDDED_WORKERS"])  # once
         if scope["path"].rstrip("/") == mcp_path or scope["path"] == mcp_path:
             await consumer(scope, receive, send)
         else:

@@ -70,8 +70,9 @@ DEFAULTS: dict[str, Any] = {
     "INPUT_TIMEOUT": 24 * 3600,
     # Request headers kept (encrypted) in a task's snapshot and shown to the tool as ctx.headers.
     "SNAPSHOT_HEADERS": ["user-agent", "accept-language", "x-request-id"],
-    # Run an rq worker thread inside the ASGI process (development without Redis).
+    # Run rq worker threads inside the ASGI process (development without Redis), and how many.
     "EMBEDDED_WORKER": False,
+    "EMBEDDED_WORKERS": 4,
 }
 
 

@@ -14,7 +14,7 @@ logger = logging.getLogger("mcp_tasks.tasks")
 
 _lock = threading.RLock()
 _server: Any = None
-_thread: threading.Thread | None = None
+_threads: list[threading.Thread] = []
 
 
 def connection() -> Any:
@@ -28,26 +28,29 @@ def connection() -> Any:
     return fakeredis.FakeStrictRedis(server=_server)
 
 
-def start_worker(queues: list[str]) -> threading.Thread:
-    """Start the worker thread once per process (idempotent)."""
-    global _thread
+def start_worker(queues: list[str], count: int = 4) -> list[threading.Thread]:
+    """Start ``count`` worker threads once per process (idempotent)."""
     with _lock:
-        if _thread is not None and _thread.is_alive():
-            return _thread
+        if any(thread.is_alive() for thread in _threads):
+            return _threads
         from rq import Queue
 
         from .worker import ThreadWorker
 
-        conn = connection()
-        worker = ThreadWorker([Queue(name, connection=conn) for name in queues], connection=conn)
+        for number in range(count):
+            conn = connection()
+            worker = ThreadWorker([Queue(name, connection=conn) for name in queues], connection=conn)
+            thread = threading.Thread(
+                target=_run, args=(worker,), name=f"mcp_tasks-embedded-worker-{number}", daemon=True
+            )
+            thread.start()
+            _threads.append(thread)
+        logger.info("%d embedded task workers started for queues %s", count, ", ".join(queues))
+        return _threads
 
-        def run() -> None:
-            try:
-                worker.work(with_scheduler=False, logging_level="WARNING")
-            except Exception:
-                logger.exception("the embedded task worker stopped")
 
-        _thread = threading.Thread(target=run, name="mcp_tasks-embedded-worker", daemon=True)
-        _thread.start()
-        logger.info("embedded task worker started for queues %s", ", ".join(queues))
-        return _thread
+def _run(worker: Any) -> None:
+    try:
+        worker.work(with_scheduler=False, logging_level="WARNING")
+    except Exception:
+        logger.exception("an embedded task worker stopped")

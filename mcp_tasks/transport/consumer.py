@@ -94,11 +94,12 @@ class McpConsumer(AsyncConsumer):
         self.base_send = send
         self.stream = ResponseStream(send)
         self.channel_layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
-        pumps = [asyncio.ensure_future(self._pump(receive))]
+        sources = [receive]
         if self.channel_layer is not None:
+            # Named before any message is handled: handlers join groups with it.
             self.channel_name = await self.channel_layer.new_channel()
-            layer_receive = functools.partial(self.channel_layer.receive, self.channel_name)
-            pumps.append(asyncio.ensure_future(self._pump(layer_receive)))
+            sources.append(functools.partial(self.channel_layer.receive, self.channel_name))
+        pumps = [asyncio.ensure_future(self._pump(source)) for source in sources]
         done = asyncio.ensure_future(self.finished.wait())
         try:
             pending = {done, *pumps}
