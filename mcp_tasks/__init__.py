@@ -11,6 +11,7 @@ from .auth import AccessToken
 from .context import Context
 from .elicitation import AcceptedElicitation, CancelledElicitation, DeclinedElicitation
 from .exceptions import ClientCapabilityError, ProtocolError, ToolError
+from .inputs import ElicitInput, RootsInput, SampleInput
 from .server import MCPServer, TaskConfig, mcp
 
 __version__ = "0.1.0"
@@ -22,8 +23,11 @@ __all__ = [
     "ClientCapabilityError",
     "Context",
     "DeclinedElicitation",
+    "ElicitInput",
     "MCPServer",
     "ProtocolError",
+    "RootsInput",
+    "SampleInput",
     "TaskConfig",
     "ToolError",
     "mcp",
