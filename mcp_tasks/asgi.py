@@ -1,6 +1,6 @@
 """Mount the MCP endpoint in a project's ASGI application with one line::
 
-    application = mcp_application(get_asgi_application())
+application = mcp_application(get_asgi_application())
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
             await django_app(scope, receive, send)
 
     router = ProtocolTypeRouter({"http": http})
-    router.mcp_tasks_path = mcp_path  # type: ignore[attr-defined]  # read by the system checks
+    router.mcp_tasks_path = mcp_path  # read by the system checks
     return router
 
 

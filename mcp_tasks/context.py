@@ -69,7 +69,9 @@ class _NoBackend:
             "reach a client"
         )
 
-    async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
+    async def report_progress(
+        self, progress: float, total: float | None, message: str | None
+    ) -> None:
         return None
 
     async def log(self, level: str, data: Any, logger_name: str | None) -> None:
@@ -256,7 +258,10 @@ class Context:
             self._require_capability(item.capability)
         questions = [item.question(key) for key, item in inputs.items()]
         answers = await self._backend.ask(questions)
-        return {key: item.read(answer) for (key, item), answer in zip(inputs.items(), answers, strict=True)}
+        return {
+            key: item.read(answer)
+            for (key, item), answer in zip(inputs.items(), answers, strict=True)
+        }
 
     async def _ask_one(self, item: Input, key: str | None) -> Any:
         self._require_capability(item.capability)

@@ -131,7 +131,9 @@ class ElicitationSpec:
         try:
             data = TypeAdapter(self.response_type).validate_python(payload)
         except ValidationError as exc:
-            raise ValueError(f"elicitation answer does not match the requested type: {exc}") from exc
+            raise ValueError(
+                f"elicitation answer does not match the requested type: {exc}"
+            ) from exc
         return AcceptedElicitation(data=data)
 
 

@@ -33,7 +33,7 @@ class ClientCapabilityError(RuntimeError):
     """The tool asked the client for something (elicitation, sampling, roots) it did not declare."""
 
 
-class InputRequired(BaseException):  # noqa: N818 - control flow, not an error
+class InputRequired(BaseException):
     """Raised inside a tool to end this round of a modern (MRTR) call with ``input_required``.
 
     It derives from ``BaseException`` so that a tool's ``except Exception`` does not swallow

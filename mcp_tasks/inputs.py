@@ -36,10 +36,18 @@ class ElicitInput:
     capability = "elicitation"
 
     def spec(self) -> ElicitationSpec:
-        return raw_form_spec(self.schema) if self.schema is not None else elicitation_spec(self.response_type)
+        return (
+            raw_form_spec(self.schema)
+            if self.schema is not None
+            else elicitation_spec(self.response_type)
+        )
 
     def question(self, key: str | None) -> Question:
-        params = {"mode": "form", "message": self.message, "requestedSchema": self.spec().requested_schema}
+        params = {
+            "mode": "form",
+            "message": self.message,
+            "requestedSchema": self.spec().requested_schema,
+        }
         return Question(key, "elicitation/create", params)
 
     def read(self, answer: dict[str, Any]) -> ElicitationResult:
@@ -65,7 +73,10 @@ class SampleInput:
     capability = "sampling"
 
     def question(self, key: str | None) -> Question:
-        params: dict[str, Any] = {"messages": _sampling_messages(self.messages), "maxTokens": self.max_tokens}
+        params: dict[str, Any] = {
+            "messages": _sampling_messages(self.messages),
+            "maxTokens": self.max_tokens,
+        }
         optional = {
             "systemPrompt": self.system_prompt,
             "temperature": self.temperature,
@@ -105,7 +116,9 @@ class RootsInput:
 Input = ElicitInput | SampleInput | RootsInput
 
 
-def _sampling_messages(messages: str | list[types.SamplingMessage] | list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _sampling_messages(
+    messages: str | list[types.SamplingMessage] | list[dict[str, Any]],
+) -> list[dict[str, Any]]:
     if isinstance(messages, str):
         return [{"role": "user", "content": {"type": "text", "text": messages}}]
     return [

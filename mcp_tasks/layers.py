@@ -17,13 +17,15 @@ from channels.layers import InMemoryChannelLayer
 T = TypeVar("T")
 
 
-class InProcessChannelLayer(InMemoryChannelLayer):  # type: ignore[misc]
+class InProcessChannelLayer(InMemoryChannelLayer):
     """``InMemoryChannelLayer`` that is safe across threads and event loops (one process)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=self._loop.run_forever, name="mcp_tasks-channel-layer", daemon=True)
+        thread = threading.Thread(
+            target=self._loop.run_forever, name="mcp_tasks-channel-layer", daemon=True
+        )
         thread.start()
 
     async def _home(self, coro: Coroutine[Any, Any, T]) -> T:

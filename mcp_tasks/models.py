@@ -25,7 +25,11 @@ class LegacySession(models.Model):
         ordering = ["-last_seen_at"]
 
     def __str__(self) -> str:
-        name = self.client_info.get("name", "client") if isinstance(self.client_info, dict) else "client"
+        name = (
+            self.client_info.get("name", "client")
+            if isinstance(self.client_info, dict)
+            else "client"
+        )
         return f"{name} session {self.id[:8]}…"
 
 
@@ -47,13 +51,17 @@ class Task(models.Model):
     principal_scope = models.CharField(max_length=255, db_index=True)
     tool_name = models.CharField(max_length=128, db_index=True)
     arguments = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=16, choices=TaskStatus.choices, default=TaskStatus.WORKING, db_index=True)
+    status = models.CharField(
+        max_length=16, choices=TaskStatus.choices, default=TaskStatus.WORKING, db_index=True
+    )
     status_message = models.TextField(blank=True, default="")
     progress = models.FloatField(null=True, blank=True)
     progress_total = models.FloatField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
-    era = models.CharField(max_length=8, default="modern", help_text="The protocol era of the creating client.")
+    era = models.CharField(
+        max_length=8, default="modern", help_text="The protocol era of the creating client."
+    )
     session_id = models.CharField(max_length=64, blank=True, default="")
     origin_request_id = models.JSONField(null=True, blank=True)
     queue = models.CharField(max_length=100, default="mcp_tasks")
@@ -61,12 +69,17 @@ class Task(models.Model):
     ttl_ms = models.BigIntegerField(null=True, blank=True)
     poll_interval_ms = models.IntegerField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
-    runs = models.IntegerField(default=0, help_text="Jobs started for this task (resumes included).")
+    runs = models.IntegerField(
+        default=0, help_text="Jobs started for this task (resumes included)."
+    )
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     worker_name = models.CharField(max_length=255, blank=True, default="")
     waiting_worker = models.CharField(
-        max_length=255, blank=True, default="", help_text="The worker holding the task while it waits for an answer."
+        max_length=255,
+        blank=True,
+        default="",
+        help_text="The worker holding the task while it waits for an answer.",
     )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(default=timezone.now)
@@ -96,7 +109,9 @@ class TaskSnapshot(models.Model):
     derived from ``SECRET_KEY`` (``SECRET_KEY_FALLBACKS`` decrypt too).
     """
 
-    task = models.OneToOneField(Task, on_delete=models.CASCADE, primary_key=True, related_name="snapshot")
+    task = models.OneToOneField(
+        Task, on_delete=models.CASCADE, primary_key=True, related_name="snapshot"
+    )
     era = models.CharField(max_length=8)
     protocol_version = models.CharField(max_length=16)
     client_info = models.JSONField(default=dict, blank=True)
@@ -144,7 +159,10 @@ class InputRequest(models.Model):
     method = models.CharField(max_length=64)
     params = models.JSONField(default=dict, blank=True)
     status = models.CharField(
-        max_length=16, choices=InputRequestStatus.choices, default=InputRequestStatus.PENDING, db_index=True
+        max_length=16,
+        choices=InputRequestStatus.choices,
+        default=InputRequestStatus.PENDING,
+        db_index=True,
     )
     response = models.JSONField(null=True, blank=True)
     answered_by = models.CharField(max_length=255, blank=True, default="")
@@ -157,7 +175,11 @@ class InputRequest(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
-        constraints = [models.UniqueConstraint(fields=["task", "key"], name="mcp_tasks_inputrequest_unique_key")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task", "key"], name="mcp_tasks_inputrequest_unique_key"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.method} {self.key} of {self.task_id[:8]}…"
@@ -175,7 +197,11 @@ class StreamEvent(models.Model):
 
     class Meta:
         ordering = ["stream_id", "sequence"]
-        constraints = [models.UniqueConstraint(fields=["stream_id", "sequence"], name="mcp_tasks_streamevent_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["stream_id", "sequence"], name="mcp_tasks_streamevent_unique"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.stream_id}:{self.sequence}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -55,18 +54,24 @@ def error_result(message: str) -> dict[str, Any]:
 def validate_arguments(tool: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
     """Validated keyword arguments, or raise ``ValueError`` with an ``isError``-ready text."""
     if tool.raw_input_schema is not None:
-        from jsonschema.validators import validator_for
+        from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
         schema = tool.raw_input_schema
-        errors = sorted(validator_for(schema)(schema).iter_errors(arguments), key=lambda e: list(e.path))
+        errors = sorted(
+            validator_for(schema)(schema).iter_errors(arguments), key=lambda e: list(e.path)
+        )
         if errors:
-            problems = "; ".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors)
+            problems = "; ".join(
+                f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors
+            )
             raise ValueError(f"Invalid arguments for tool {tool.name}: {problems}")
         return dict(arguments)
     try:
         return tool.metadata.validate_arguments(arguments)
     except ValidationError as exc:
-        raise ValueError(f"Invalid arguments for tool {tool.name}: {describe_validation_error(exc)}") from exc
+        raise ValueError(
+            f"Invalid arguments for tool {tool.name}: {describe_validation_error(exc)}"
+        ) from exc
 
 
 async def run_tool(tool: ToolSpec, validated: dict[str, Any], context: Context) -> dict[str, Any]:
@@ -89,6 +94,6 @@ async def run_tool(tool: ToolSpec, validated: dict[str, Any], context: Context) 
     except Exception:
         logger.exception("tool %r raised", tool.name)
         return error_result(f"Error executing tool {tool.name}: an internal error occurred")
-    result = typing.cast(dict[str, Any], converted.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    result = converted.model_dump(by_alias=True, exclude_none=True, mode="json")
     result.pop("resultType", None)  # era-specific: the modern dispatcher adds it back
     return result

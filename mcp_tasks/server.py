@@ -100,7 +100,9 @@ def _description(fn: Callable[..., Any], description: str | None) -> str:
 
 
 def _dump(model: Any) -> dict[str, Any]:
-    return typing.cast(dict[str, Any], model.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    return typing.cast(
+        dict[str, Any], model.model_dump(by_alias=True, exclude_none=True, mode="json")
+    )
 
 
 @dataclass
@@ -125,7 +127,7 @@ class ToolSpec:
     def input_schema(self) -> dict[str, Any]:
         if self.raw_input_schema is not None:
             return self.raw_input_schema
-        return typing.cast(dict[str, Any], self.metadata.arg_model.model_json_schema(by_alias=True))
+        return self.metadata.arg_model.model_json_schema(by_alias=True)
 
     def definition(self, *, task_support: bool = False) -> dict[str, Any]:
         """The tool as listed by ``tools/list``."""
@@ -253,14 +255,15 @@ class MCPServer:
     # -- registration ---------------------------------------------------------------------
 
     @staticmethod
-    def _check_unique(kind: str, registry: dict[Any, Any], key: Any, fn: Callable[..., Any]) -> None:
+    def _check_unique(
+        kind: str, registry: dict[Any, Any], key: Any, fn: Callable[..., Any]
+    ) -> None:
         existing = registry.get(key)
         if existing is None:
             return
-        same = (
-            getattr(existing.fn, "__module__", None) == getattr(fn, "__module__", None)
-            and getattr(existing.fn, "__qualname__", None) == getattr(fn, "__qualname__", None)
-        )
+        same = getattr(existing.fn, "__module__", None) == getattr(
+            fn, "__module__", None
+        ) and getattr(existing.fn, "__qualname__", None) == getattr(fn, "__qualname__", None)
         if not same:  # a module imported twice re-registers the same function: harmless
             raise ImproperlyConfigured(
                 f"two {kind}s are named {key!r} ({existing.fn.__module__}."
@@ -300,7 +303,7 @@ class MCPServer:
             context_param = _context_parameter(fn)
             skip = [context_param] if context_param else []
             if input_schema is not None:
-                from jsonschema.validators import validator_for
+                from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
                 validator_for(input_schema).check_schema(input_schema)
                 skip = list(inspect.signature(fn).parameters)

@@ -6,11 +6,11 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.utils import timezone
 
 from .auth import Principal
 from .conf import get_config
+from .db import db
 from .models import LegacySession
 
 #: Don't write ``last_seen_at`` more often than this.
@@ -34,12 +34,11 @@ class StoredSession:
         await LegacySession.objects.filter(pk=self.id).aupdate(log_level=level)
 
     async def subscribe(self, uri: str) -> None:
-        await self._change_subscriptions(add=uri)
+        await db(self._change_subscriptions)(add=uri)
 
     async def unsubscribe(self, uri: str) -> None:
-        await self._change_subscriptions(remove=uri)
+        await db(self._change_subscriptions)(remove=uri)
 
-    @database_sync_to_async
     def _change_subscriptions(self, add: str | None = None, remove: str | None = None) -> None:
         from django.db import transaction
 
@@ -88,7 +87,9 @@ async def load_session(session_id: str, principal: Principal) -> StoredSession |
 
 async def end_session(session_id: str, principal: Principal) -> bool:
     """Forget a session (HTTP ``DELETE``); False when there was none."""
-    deleted, _ = await LegacySession.objects.filter(pk=session_id, principal_scope=principal.scope).adelete()
+    deleted, _ = await LegacySession.objects.filter(
+        pk=session_id, principal_scope=principal.scope
+    ).adelete()
     return bool(deleted)
 
 

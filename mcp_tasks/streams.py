@@ -29,12 +29,18 @@ def parse_event_id(value: str | None) -> tuple[str, int] | None:
 
 
 async def store(stream_id: str, session_id: str, sequence: int, message: dict[str, Any]) -> None:
-    await StreamEvent.objects.acreate(stream_id=stream_id, session_id=session_id, sequence=sequence, message=message)
+    await StreamEvent.objects.acreate(
+        stream_id=stream_id, session_id=session_id, sequence=sequence, message=message
+    )
 
 
-async def events_after(stream_id: str, session_id: str, sequence: int) -> list[tuple[int, dict[str, Any]]]:
+async def events_after(
+    stream_id: str, session_id: str, sequence: int
+) -> list[tuple[int, dict[str, Any]]]:
     """Stored events of the session's stream after ``sequence``, in order."""
-    rows = StreamEvent.objects.filter(stream_id=stream_id, session_id=session_id, sequence__gt=sequence)
+    rows = StreamEvent.objects.filter(
+        stream_id=stream_id, session_id=session_id, sequence__gt=sequence
+    )
     return [(row.sequence, row.message) async for row in rows.order_by("sequence")]
 
 

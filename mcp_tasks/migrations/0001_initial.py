@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,122 +15,243 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='LegacySession',
+            name="LegacySession",
             fields=[
-                ('id', models.CharField(editable=False, max_length=64, primary_key=True, serialize=False)),
-                ('principal_scope', models.CharField(db_index=True, max_length=255)),
-                ('protocol_version', models.CharField(max_length=16)),
-                ('client_info', models.JSONField(blank=True, default=dict)),
-                ('client_capabilities', models.JSONField(blank=True, default=dict)),
-                ('log_level', models.CharField(blank=True, default='', max_length=16)),
-                ('subscriptions', models.JSONField(blank=True, default=list)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_seen_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.CharField(
+                        editable=False, max_length=64, primary_key=True, serialize=False
+                    ),
+                ),
+                ("principal_scope", models.CharField(db_index=True, max_length=255)),
+                ("protocol_version", models.CharField(max_length=16)),
+                ("client_info", models.JSONField(blank=True, default=dict)),
+                ("client_capabilities", models.JSONField(blank=True, default=dict)),
+                ("log_level", models.CharField(blank=True, default="", max_length=16)),
+                ("subscriptions", models.JSONField(blank=True, default=list)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "last_seen_at",
+                    models.DateTimeField(db_index=True, default=django.utils.timezone.now),
+                ),
             ],
             options={
-                'verbose_name': 'legacy session',
-                'ordering': ['-last_seen_at'],
+                "verbose_name": "legacy session",
+                "ordering": ["-last_seen_at"],
             },
         ),
         migrations.CreateModel(
-            name='Task',
+            name="Task",
             fields=[
-                ('id', models.CharField(editable=False, max_length=64, primary_key=True, serialize=False)),
-                ('principal_scope', models.CharField(db_index=True, max_length=255)),
-                ('tool_name', models.CharField(db_index=True, max_length=128)),
-                ('arguments', models.JSONField(blank=True, default=dict)),
-                ('status', models.CharField(choices=[('working', 'Working'), ('input_required', 'Input required'), ('completed', 'Completed'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], db_index=True, default='working', max_length=16)),
-                ('status_message', models.TextField(blank=True, default='')),
-                ('progress', models.FloatField(blank=True, null=True)),
-                ('progress_total', models.FloatField(blank=True, null=True)),
-                ('result', models.JSONField(blank=True, null=True)),
-                ('error', models.JSONField(blank=True, null=True)),
-                ('era', models.CharField(default='modern', help_text='The protocol era of the creating client.', max_length=8)),
-                ('session_id', models.CharField(blank=True, default='', max_length=64)),
-                ('origin_request_id', models.JSONField(blank=True, null=True)),
-                ('queue', models.CharField(default='mcp_tasks', max_length=100)),
-                ('job_timeout', models.IntegerField(blank=True, null=True)),
-                ('ttl_ms', models.BigIntegerField(blank=True, null=True)),
-                ('poll_interval_ms', models.IntegerField(blank=True, null=True)),
-                ('expires_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('runs', models.IntegerField(default=0, help_text='Jobs started for this task (resumes included).')),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('worker_name', models.CharField(blank=True, default='', max_length=255)),
-                ('waiting_worker', models.CharField(blank=True, default='', help_text='The worker holding the task while it waits for an answer.', max_length=255)),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "id",
+                    models.CharField(
+                        editable=False, max_length=64, primary_key=True, serialize=False
+                    ),
+                ),
+                ("principal_scope", models.CharField(db_index=True, max_length=255)),
+                ("tool_name", models.CharField(db_index=True, max_length=128)),
+                ("arguments", models.JSONField(blank=True, default=dict)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("working", "Working"),
+                            ("input_required", "Input required"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        db_index=True,
+                        default="working",
+                        max_length=16,
+                    ),
+                ),
+                ("status_message", models.TextField(blank=True, default="")),
+                ("progress", models.FloatField(blank=True, null=True)),
+                ("progress_total", models.FloatField(blank=True, null=True)),
+                ("result", models.JSONField(blank=True, null=True)),
+                ("error", models.JSONField(blank=True, null=True)),
+                (
+                    "era",
+                    models.CharField(
+                        default="modern",
+                        help_text="The protocol era of the creating client.",
+                        max_length=8,
+                    ),
+                ),
+                ("session_id", models.CharField(blank=True, default="", max_length=64)),
+                ("origin_request_id", models.JSONField(blank=True, null=True)),
+                ("queue", models.CharField(default="mcp_tasks", max_length=100)),
+                ("job_timeout", models.IntegerField(blank=True, null=True)),
+                ("ttl_ms", models.BigIntegerField(blank=True, null=True)),
+                ("poll_interval_ms", models.IntegerField(blank=True, null=True)),
+                ("expires_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                (
+                    "runs",
+                    models.IntegerField(
+                        default=0, help_text="Jobs started for this task (resumes included)."
+                    ),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("worker_name", models.CharField(blank=True, default="", max_length=255)),
+                (
+                    "waiting_worker",
+                    models.CharField(
+                        blank=True,
+                        default="",
+                        help_text="The worker holding the task while it waits for an answer.",
+                        max_length=255,
+                    ),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(db_index=True, default=django.utils.timezone.now),
+                ),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'ordering': ['-created_at'],
-                'permissions': [('answer_inputrequest', 'Can answer questions asked by tasks')],
+                "ordering": ["-created_at"],
+                "permissions": [("answer_inputrequest", "Can answer questions asked by tasks")],
             },
         ),
         migrations.CreateModel(
-            name='StreamEvent',
+            name="StreamEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('stream_id', models.CharField(db_index=True, max_length=64)),
-                ('session_id', models.CharField(max_length=64)),
-                ('sequence', models.IntegerField()),
-                ('message', models.JSONField()),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("stream_id", models.CharField(db_index=True, max_length=64)),
+                ("session_id", models.CharField(max_length=64)),
+                ("sequence", models.IntegerField()),
+                ("message", models.JSONField()),
+                (
+                    "created_at",
+                    models.DateTimeField(db_index=True, default=django.utils.timezone.now),
+                ),
             ],
             options={
-                'ordering': ['stream_id', 'sequence'],
-                'constraints': [models.UniqueConstraint(fields=('stream_id', 'sequence'), name='mcp_tasks_streamevent_unique')],
+                "ordering": ["stream_id", "sequence"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("stream_id", "sequence"), name="mcp_tasks_streamevent_unique"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='TaskSnapshot',
+            name="TaskSnapshot",
             fields=[
-                ('task', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='snapshot', serialize=False, to='mcp_tasks.task')),
-                ('era', models.CharField(max_length=8)),
-                ('protocol_version', models.CharField(max_length=16)),
-                ('client_info', models.JSONField(blank=True, default=dict)),
-                ('client_capabilities', models.JSONField(blank=True, default=dict)),
-                ('log_level', models.CharField(blank=True, default='', max_length=16)),
-                ('progress_token', models.JSONField(blank=True, null=True)),
-                ('prior_answers', models.JSONField(blank=True, default=dict)),
-                ('sealed', models.TextField(blank=True, default='')),
+                (
+                    "task",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="snapshot",
+                        serialize=False,
+                        to="mcp_tasks.task",
+                    ),
+                ),
+                ("era", models.CharField(max_length=8)),
+                ("protocol_version", models.CharField(max_length=16)),
+                ("client_info", models.JSONField(blank=True, default=dict)),
+                ("client_capabilities", models.JSONField(blank=True, default=dict)),
+                ("log_level", models.CharField(blank=True, default="", max_length=16)),
+                ("progress_token", models.JSONField(blank=True, null=True)),
+                ("prior_answers", models.JSONField(blank=True, default=dict)),
+                ("sealed", models.TextField(blank=True, default="")),
             ],
         ),
         migrations.CreateModel(
-            name='TaskLogEntry',
+            name="TaskLogEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('level', models.CharField(max_length=16)),
-                ('logger_name', models.CharField(blank=True, default='', max_length=255)),
-                ('data', models.JSONField(null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='log_entries', to='mcp_tasks.task')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("level", models.CharField(max_length=16)),
+                ("logger_name", models.CharField(blank=True, default="", max_length=255)),
+                ("data", models.JSONField(null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "task",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="log_entries",
+                        to="mcp_tasks.task",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'task log entries',
-                'ordering': ['created_at', 'id'],
+                "verbose_name_plural": "task log entries",
+                "ordering": ["created_at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='InputRequest',
+            name="InputRequest",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=100)),
-                ('sequence', models.IntegerField()),
-                ('method', models.CharField(max_length=64)),
-                ('params', models.JSONField(blank=True, default=dict)),
-                ('status', models.CharField(choices=[('pending', 'Waiting'), ('answered', 'Answered'), ('expired', 'Timed out'), ('closed', 'Closed (task ended)')], db_index=True, default='pending', max_length=16)),
-                ('response', models.JSONField(blank=True, null=True)),
-                ('answered_by', models.CharField(blank=True, default='', max_length=255)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('expires_at', models.DateTimeField(blank=True, null=True)),
-                ('answered_at', models.DateTimeField(blank=True, null=True)),
-                ('answered_by_user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='input_requests', to='mcp_tasks.task')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=100)),
+                ("sequence", models.IntegerField()),
+                ("method", models.CharField(max_length=64)),
+                ("params", models.JSONField(blank=True, default=dict)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Waiting"),
+                            ("answered", "Answered"),
+                            ("expired", "Timed out"),
+                            ("closed", "Closed (task ended)"),
+                        ],
+                        db_index=True,
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("response", models.JSONField(blank=True, null=True)),
+                ("answered_by", models.CharField(blank=True, default="", max_length=255)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("expires_at", models.DateTimeField(blank=True, null=True)),
+                ("answered_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "answered_by_user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "task",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="input_requests",
+                        to="mcp_tasks.task",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at', 'id'],
-                'constraints': [models.UniqueConstraint(fields=('task', 'key'), name='mcp_tasks_inputrequest_unique_key')],
+                "ordering": ["created_at", "id"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("task", "key"), name="mcp_tasks_inputrequest_unique_key"
+                    )
+                ],
             },
         ),
     ]

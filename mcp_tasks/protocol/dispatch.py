@@ -38,7 +38,9 @@ def parse_body(body: bytes) -> Message:
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(PARSE_ERROR, "Parse error") from exc
     if isinstance(message, list):
-        raise ProtocolError(INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object")
+        raise ProtocolError(
+            INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object"
+        )
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         raise ProtocolError(INVALID_REQUEST, "Invalid Request: expected a JSON-RPC 2.0 object")
     return message
@@ -58,7 +60,9 @@ def kind_of(message: Message) -> str:
         if "id" not in message:
             return "notification"
         if not _valid_id(message["id"]):
-            raise ProtocolError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
+            raise ProtocolError(
+                INVALID_REQUEST, "Invalid Request: id must be a string or an integer"
+            )
         return "request"
     if ("result" in message or "error" in message) and _valid_id(message.get("id")):
         return "response"
@@ -106,7 +110,9 @@ def _finish_modern(method: str, result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-async def handle_request(server: MCPServer, message: Message, info: RequestInfo, sink: Sink) -> Message:
+async def handle_request(
+    server: MCPServer, message: Message, info: RequestInfo, sink: Sink
+) -> Message:
     """Run one request and return its JSON-RPC response (result or error)."""
     method = message["method"]
     params = message.get("params") or {}

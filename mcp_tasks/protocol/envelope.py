@@ -58,7 +58,9 @@ def decode_header_value(value: str) -> str:
         try:
             return base64.b64decode(found.group(1), validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError) as exc:
-            raise ProtocolError(HEADER_MISMATCH, "Header mismatch: invalid base64 header value") from exc
+            raise ProtocolError(
+                HEADER_MISMATCH, "Header mismatch: invalid base64 header value"
+            ) from exc
     if not _SAFE_HEADER_VALUE.match(value):
         raise ProtocolError(HEADER_MISMATCH, "Header mismatch: header value has invalid characters")
     return value
@@ -107,7 +109,9 @@ def check_modern_envelope(
 
     header_version = _header_once(headers, "mcp-protocol-version")
     if header_version is None:
-        raise ProtocolError(HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version header is missing")
+        raise ProtocolError(
+            HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version header is missing"
+        )
     if header_version != version:
         raise ProtocolError(
             HEADER_MISMATCH,
@@ -159,7 +163,9 @@ def check_standard_headers(
         )
 
 
-def _header_param_paths(schema: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, tuple[str, ...]]]:
+def _header_param_paths(
+    schema: Mapping[str, Any], prefix: tuple[str, ...] = ()
+) -> list[tuple[str, tuple[str, ...]]]:
     found: list[tuple[str, tuple[str, ...]]] = []
     for name, prop in (schema.get("properties") or {}).items():
         if not isinstance(prop, dict):
@@ -184,7 +190,9 @@ def check_param_headers(
         if value is None:
             continue
         if raw is None:
-            raise ProtocolError(HEADER_MISMATCH, f"Header mismatch: Mcp-Param-{header} header is missing")
+            raise ProtocolError(
+                HEADER_MISMATCH, f"Header mismatch: Mcp-Param-{header} header is missing"
+            )
         decoded = decode_header_value(raw)
         if isinstance(value, bool):
             matches = decoded == ("true" if value else "false")

@@ -12,12 +12,11 @@ import json
 import logging
 from typing import Any
 
-
 from ..context import Context, level_allows
 from ..exceptions import InputRequired, ProtocolError
 from ..inputs import Question
-from .constants import INVALID_PARAMS
 from . import request_state
+from .constants import INVALID_PARAMS
 from .request import RequestInfo, Sink
 
 logger = logging.getLogger("mcp_tasks.protocol")
@@ -32,14 +31,18 @@ _KEY_PREFIX = {
 class RequestBackend:
     """A ``ContextBackend`` for a plain (non-task) call."""
 
-    def __init__(self, info: RequestInfo, sink: Sink, answers: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, info: RequestInfo, sink: Sink, answers: dict[str, Any] | None = None
+    ) -> None:
         self.info = info
         self.sink = sink
         self.answers = dict(answers or {})
         self.used: dict[str, Any] = {}  # answers the tool consumed this round
         self.asked = 0
 
-    async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
+    async def report_progress(
+        self, progress: float, total: float | None, message: str | None
+    ) -> None:
         if self.info.progress_token is None:
             return
         params: dict[str, Any] = {"progressToken": self.info.progress_token, "progress": progress}
@@ -71,7 +74,9 @@ class RequestBackend:
             if key in self.answers:
                 answer = self.answers[key]
                 if not isinstance(answer, dict):
-                    raise ProtocolError(INVALID_PARAMS, f"inputResponses[{key!r}] must be an object")
+                    raise ProtocolError(
+                        INVALID_PARAMS, f"inputResponses[{key!r}] must be an object"
+                    )
                 self.used[key] = answer
                 answers.append(answer)
             else:
@@ -97,7 +102,9 @@ class RequestBackend:
         await self.sink.close_stream()
 
 
-def gather_answers(info: RequestInfo, params: dict[str, Any], method: str, target: str, arguments: Any) -> dict[str, Any]:
+def gather_answers(
+    info: RequestInfo, params: dict[str, Any], method: str, target: str, arguments: Any
+) -> dict[str, Any]:
     """Answers carried by a modern retry: the sealed state plus this round's responses."""
     if not info.modern:
         return {}
@@ -121,7 +128,12 @@ def gather_answers(info: RequestInfo, params: dict[str, Any], method: str, targe
 
 
 def input_required_result(
-    exc: InputRequired, backend: RequestBackend, info: RequestInfo, method: str, target: str, arguments: Any
+    exc: InputRequired,
+    backend: RequestBackend,
+    info: RequestInfo,
+    method: str,
+    target: str,
+    arguments: Any,
 ) -> dict[str, Any]:
     """The ``input_required`` result for a round that needs one more answer."""
     token = request_state.seal(

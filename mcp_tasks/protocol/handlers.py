@@ -7,10 +7,9 @@ differences (``resultType``, caching hints) are added by :mod:`.dispatch`.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 import logging
-import typing
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import mcp_types as types
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from ..conf import get_config
 from ..context import LOG_LEVELS
 from ..exceptions import InputRequired, ProtocolError
+from ..runner import describe_validation_error, error_result, invoke, run_tool, validate_arguments
 from ..server import MCPServer, PromptSpec, ResourceSpec, ToolSpec
 from .constants import (
     INVALID_PARAMS,
@@ -30,7 +30,6 @@ from .constants import (
     TASKS_EXTENSION,
 )
 from .envelope import check_param_headers
-from ..runner import describe_validation_error, error_result, invoke, run_tool, validate_arguments
 from .execution import RequestBackend, gather_answers, input_required_result, make_context
 from .request import RequestInfo, Sink
 
@@ -40,7 +39,10 @@ Handler = Callable[[MCPServer, RequestInfo, Sink, dict[str, Any]], Awaitable[dic
 
 #: Set by the task engine: ``(server, tool, arguments, info, sink) -> result`` that creates
 #: a background task, or None while no task engine is installed.
-TaskStarter = Callable[[MCPServer, ToolSpec, dict[str, Any], RequestInfo, Sink, dict[str, Any]], Awaitable[dict[str, Any]]]
+TaskStarter = Callable[
+    [MCPServer, ToolSpec, dict[str, Any], RequestInfo, Sink, dict[str, Any]],
+    Awaitable[dict[str, Any]],
+]
 
 
 class _Hooks:
@@ -51,7 +53,7 @@ hooks = _Hooks()
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:
-    return typing.cast(dict[str, Any], model.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    return model.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
 def server_info() -> dict[str, Any]:
@@ -100,7 +102,9 @@ def _no_cursor(params: dict[str, Any]) -> None:
 # -- lifecycle --------------------------------------------------------------------------
 
 
-async def server_discover(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def server_discover(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     result: dict[str, Any] = {
         "supportedVersions": list(MODERN_VERSIONS),
         "capabilities": server_capabilities(info),
@@ -111,7 +115,9 @@ async def server_discover(server: MCPServer, info: RequestInfo, sink: Sink, para
     return result
 
 
-async def initialize(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def initialize(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     requested = params.get("protocolVersion")
     version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
     result: dict[str, Any] = {
@@ -125,11 +131,15 @@ async def initialize(server: MCPServer, info: RequestInfo, sink: Sink, params: d
     return result
 
 
-async def ping(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def ping(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     return {}
 
 
-async def set_log_level(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def set_log_level(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     level = params.get("level")
     if level not in LOG_LEVELS:
         raise ProtocolError(INVALID_PARAMS, f"params.level must be one of {', '.join(LOG_LEVELS)}")
@@ -141,13 +151,17 @@ async def set_log_level(server: MCPServer, info: RequestInfo, sink: Sink, params
 # -- tools ------------------------------------------------------------------------------
 
 
-async def list_tools(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def list_tools(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     _no_cursor(params)
     task_support = info.protocol_version == LEGACY_TASKS_VERSION and hooks.start_task is not None
     return {"tools": [tool.definition(task_support=task_support) for tool in server.tools.values()]}
 
 
-async def call_tool(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def call_tool(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     name = _params_str(params, "name")
     arguments = _params_dict(params, "arguments")
     tool = server.tools.get(name)
@@ -187,7 +201,9 @@ def _runs_as_task(tool: ToolSpec, info: RequestInfo, params: dict[str, Any]) -> 
     elif info.protocol_version == LEGACY_TASKS_VERSION:
         wanted = isinstance(params.get("task"), dict)
         if wanted and mode == "forbidden":
-            raise ProtocolError(METHOD_NOT_FOUND, f"Tool {tool.name!r} does not support task-augmented calls")
+            raise ProtocolError(
+                METHOD_NOT_FOUND, f"Tool {tool.name!r} does not support task-augmented calls"
+            )
     else:
         wanted = False
     if mode == "required" and not wanted:
@@ -208,7 +224,9 @@ def _runs_as_task(tool: ToolSpec, info: RequestInfo, params: dict[str, Any]) -> 
 # -- prompts ----------------------------------------------------------------------------
 
 
-async def list_prompts(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def list_prompts(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     _no_cursor(params)
     return {"prompts": [prompt.definition() for prompt in server.prompts.values()]}
 
@@ -224,16 +242,21 @@ def _prompt_messages(value: Any) -> list[dict[str, Any]]:
         elif isinstance(item, dict):
             messages.append(_dump(types.PromptMessage.model_validate(item)))
         else:
-            raise TypeError(f"a prompt returned {type(item).__name__}; return str, PromptMessage or a list")
+            raise TypeError(
+                f"a prompt returned {type(item).__name__}; return str, PromptMessage or a list"
+            )
     return messages
 
 
-async def _render_prompt(prompt: PromptSpec, info: RequestInfo, backend: RequestBackend, arguments: dict[str, Any]) -> dict[str, Any]:
+async def _render_prompt(
+    prompt: PromptSpec, info: RequestInfo, backend: RequestBackend, arguments: dict[str, Any]
+) -> dict[str, Any]:
     try:
         validated = prompt.metadata.validate_arguments(arguments)
     except ValidationError as exc:
         raise ProtocolError(
-            INVALID_PARAMS, f"Invalid arguments for prompt {prompt.name}: {describe_validation_error(exc)}"
+            INVALID_PARAMS,
+            f"Invalid arguments for prompt {prompt.name}: {describe_validation_error(exc)}",
         ) from exc
     kwargs = dict(validated)
     if prompt.context_param:
@@ -253,13 +276,17 @@ async def _render_prompt(prompt: PromptSpec, info: RequestInfo, backend: Request
     return result
 
 
-async def get_prompt(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def get_prompt(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     name = _params_str(params, "name")
     arguments = _params_dict(params, "arguments")
     prompt = server.prompts.get(name)
     if prompt is None:
         raise ProtocolError(INVALID_PARAMS, f"Unknown prompt: {name}", {"name": name})
-    backend = RequestBackend(info, sink, gather_answers(info, params, "prompts/get", name, arguments))
+    backend = RequestBackend(
+        info, sink, gather_answers(info, params, "prompts/get", name, arguments)
+    )
     try:
         return await _render_prompt(prompt, info, backend, arguments)
     except InputRequired as exc:
@@ -269,12 +296,16 @@ async def get_prompt(server: MCPServer, info: RequestInfo, sink: Sink, params: d
 # -- resources --------------------------------------------------------------------------
 
 
-async def list_resources(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def list_resources(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     _no_cursor(params)
     return {"resources": [resource.definition() for resource in server.resources.values()]}
 
 
-async def list_resource_templates(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def list_resource_templates(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     _no_cursor(params)
     return {"resourceTemplates": [template.definition() for template in server.templates.values()]}
 
@@ -305,7 +336,9 @@ def _resource_contents(resource: ResourceSpec, uri: str, value: Any) -> list[dic
     return contents
 
 
-async def read_resource(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def read_resource(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     uri = _params_str(params, "uri")
     found = server.find_resource(uri)
     if found is None:
@@ -328,14 +361,18 @@ async def read_resource(server: MCPServer, info: RequestInfo, sink: Sink, params
     return {"contents": _resource_contents(resource, uri, value)}
 
 
-async def subscribe_resource(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def subscribe_resource(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     uri = _params_str(params, "uri")
     if info.session is not None:
         await info.session.subscribe(uri)
     return {}
 
 
-async def unsubscribe_resource(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def unsubscribe_resource(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     uri = _params_str(params, "uri")
     if info.session is not None:
         await info.session.unsubscribe(uri)
@@ -345,13 +382,18 @@ async def unsubscribe_resource(server: MCPServer, info: RequestInfo, sink: Sink,
 # -- completion -------------------------------------------------------------------------
 
 
-async def complete(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def complete(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     ref = _params_dict(params, "ref")
     argument = _params_dict(params, "argument")
     ref_type = ref.get("type")
     key = ref.get("name") if ref_type == "ref/prompt" else ref.get("uri")
     if ref_type not in ("ref/prompt", "ref/resource") or not isinstance(key, str):
-        raise ProtocolError(INVALID_PARAMS, "params.ref must be a ref/prompt with a name or a ref/resource with a uri")
+        raise ProtocolError(
+            INVALID_PARAMS,
+            "params.ref must be a ref/prompt with a name or a ref/resource with a uri",
+        )
     if ref_type == "ref/prompt" and key not in server.prompts:
         raise ProtocolError(INVALID_PARAMS, f"Unknown prompt: {key}")
     if not isinstance(argument.get("name"), str):
@@ -363,10 +405,16 @@ async def complete(server: MCPServer, info: RequestInfo, sink: Sink, params: dic
         found = await invoke(
             function,
             asyncio.iscoroutinefunction(function),
-            {"argument_name": argument["name"], "value": str(argument.get("value", "")), "context_arguments": context_arguments},
+            {
+                "argument_name": argument["name"],
+                "value": str(argument.get("value", "")),
+                "context_arguments": context_arguments,
+            },
         )
         values = [str(value) for value in (found or [])]
-    return {"completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}}
+    return {
+        "completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}
+    }
 
 
 MODERN_METHODS: dict[str, Handler] = {

@@ -11,15 +11,21 @@ import asyncio
 import logging
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.core import signing
 
+from ..db import db
 from ..exceptions import ProtocolError, ToolError
 from ..models import InputRequest, Task
 from ..server import MCPServer
 from ..tasks import service
 from . import handlers
-from .constants import INTERNAL_ERROR, INVALID_PARAMS, LEGACY_TASKS_VERSION, META_RELATED_TASK, METHOD_NOT_FOUND
+from .constants import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    LEGACY_TASKS_VERSION,
+    META_RELATED_TASK,
+    METHOD_NOT_FOUND,
+)
 from .request import RequestInfo, Sink
 from .tasks import NOT_FOUND, iso
 
@@ -64,16 +70,20 @@ def _require_revision(info: RequestInfo, method: str) -> None:
 async def _task(info: RequestInfo, params: dict[str, Any], method: str) -> Task:
     _require_revision(info, method)
     try:
-        return await database_sync_to_async(service.get_task)(params.get("taskId"), info.principal.scope)
+        return await db(service.get_task)(params.get("taskId"), info.principal.scope)
     except service.TaskNotFound:
         raise ProtocolError(INVALID_PARAMS, NOT_FOUND) from None
 
 
-async def get_task(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def get_task(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     return legacy_task(await _task(info, params, "tasks/get"))
 
 
-async def list_tasks(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def list_tasks(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     _require_revision(info, "tasks/list")
     offset = 0
     if params.get("cursor") is not None:
@@ -85,18 +95,22 @@ async def list_tasks(server: MCPServer, info: RequestInfo, sink: Sink, params: d
     def page() -> list[Task]:
         return list(service.list_tasks(info.principal.scope)[offset : offset + PAGE_SIZE + 1])
 
-    tasks = await database_sync_to_async(page)()
+    tasks = await db(page)()
     result: dict[str, Any] = {"tasks": [legacy_task(task) for task in tasks[:PAGE_SIZE]]}
     if len(tasks) > PAGE_SIZE:
         result["nextCursor"] = signing.dumps(offset + PAGE_SIZE, salt=_CURSOR_SALT)
     return result
 
 
-async def cancel_task(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def cancel_task(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     task = await _task(info, params, "tasks/cancel")
     if task.is_terminal:
-        raise ProtocolError(INVALID_PARAMS, f"Cannot cancel task in terminal state '{legacy_status(task)}'")
-    task = await database_sync_to_async(service.cancel)(task.id, info.principal.scope)
+        raise ProtocolError(
+            INVALID_PARAMS, f"Cannot cancel task in terminal state '{legacy_status(task)}'"
+        )
+    task = await db(service.cancel)(task.id, info.principal.scope)
     return legacy_task(task)
 
 
@@ -109,14 +123,16 @@ async def _relay(task: Task, request: InputRequest, info: RequestInfo, sink: Sin
         logger.info("question %s of task %s was not answered: %s", request.key, task.id, exc)
         return
     try:
-        await database_sync_to_async(service.answer)(
+        await db(service.answer)(
             task.id, request.key, reply, principal_scope=info.principal.scope, answered_by="client"
         )
     except service.InvalidAnswer as exc:
         logger.info("ignored an invalid answer to %s of task %s: %s", request.key, task.id, exc)
 
 
-async def task_result(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def task_result(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     """Block until the task ends and return what the call itself would have returned,
     relaying the task's questions on this stream meanwhile."""
     task = await _task(info, params, "tasks/result")
@@ -124,17 +140,25 @@ async def task_result(server: MCPServer, info: RequestInfo, sink: Sink, params: 
     try:
         while not task.is_terminal:
             if task.status == "input_required":
-                for request in await database_sync_to_async(service.outstanding_requests)(task):
+                for request in await db(service.outstanding_requests)(task):
                     if request.key not in relayed:
-                        relayed[request.key] = asyncio.ensure_future(_relay(task, request, info, sink))
-            await sink.wait_for_task(task.id, timeout=max((task.poll_interval_ms or 1000) / 1000, 1.0) * 5)
+                        relayed[request.key] = asyncio.ensure_future(
+                            _relay(task, request, info, sink)
+                        )
+            await sink.wait_for_task(
+                task.id, timeout=max((task.poll_interval_ms or 1000) / 1000, 1.0) * 5
+            )
             task = await Task.objects.aget(pk=task.id)
     finally:
         for pending in relayed.values():
             pending.cancel()
     if task.status == "failed":
         error = task.error or {"code": INTERNAL_ERROR, "message": "The task failed"}
-        raise ProtocolError(error.get("code", INTERNAL_ERROR), error.get("message", "The task failed"), error.get("data"))
+        raise ProtocolError(
+            error.get("code", INTERNAL_ERROR),
+            error.get("message", "The task failed"),
+            error.get("data"),
+        )
     if task.status == "cancelled":
         raise ProtocolError(INTERNAL_ERROR, "The task was cancelled")
     result = dict(task.result or {"content": []})
@@ -145,7 +169,12 @@ async def task_result(server: MCPServer, info: RequestInfo, sink: Sink, params: 
 def install() -> None:
     """Plug the 2025-11-25 task methods into the legacy method table."""
     handlers.LEGACY_METHODS.update(
-        {"tasks/get": get_task, "tasks/result": task_result, "tasks/list": list_tasks, "tasks/cancel": cancel_task}
+        {
+            "tasks/get": get_task,
+            "tasks/result": task_result,
+            "tasks/list": list_tasks,
+            "tasks/cancel": cancel_task,
+        }
     )
 
 
@@ -156,4 +185,4 @@ async def legacy_task_status(task_id: str, session: Any) -> dict[str, Any] | Non
         task = Task.objects.filter(pk=task_id, session_id=session.id).first()
         return legacy_task(task) if task is not None else None
 
-    return await database_sync_to_async(load)()
+    return await db(load)()

@@ -43,14 +43,19 @@ def unseal(
     token: Any, *, principal: str, method: str, target: str, arguments: Any
 ) -> dict[str, Any]:
     """Verify ``token`` for this request and return its answers, or raise ``-32602``."""
-    invalid = ProtocolError(INVALID_PARAMS, "Invalid requestState: expired, tampered with, or not issued for this request")
+    invalid = ProtocolError(
+        INVALID_PARAMS,
+        "Invalid requestState: expired, tampered with, or not issued for this request",
+    )
     if not isinstance(token, str):
         raise invalid
     try:
         payload = signing.loads(token, salt=_SALT, max_age=get_config()["REQUEST_STATE_TTL"])
     except signing.BadSignature:
         raise invalid from None
-    if not isinstance(payload, dict) or payload.get("b") != _binding(principal, method, target, arguments):
+    if not isinstance(payload, dict) or payload.get("b") != _binding(
+        principal, method, target, arguments
+    ):
         raise invalid
     answers = payload.get("a")
     if not isinstance(answers, dict):

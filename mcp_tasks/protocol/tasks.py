@@ -11,9 +11,8 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from channels.db import database_sync_to_async
-
 from ..conf import get_config
+from ..db import db
 from ..exceptions import InputRequired, ProtocolError
 from ..models import Task
 from ..runner import invoke
@@ -56,7 +55,10 @@ def detailed_task(task: Task) -> dict[str, Any]:
     fields = task_fields(task)
     if task.status == "input_required":
         fields["inputRequests"] = {
-            request.key: {"method": request.method, **({"params": request.params} if request.params else {})}
+            request.key: {
+                "method": request.method,
+                **({"params": request.params} if request.params else {}),
+            }
             for request in service.outstanding_requests(task)
         }
     elif task.status == "completed":
@@ -90,29 +92,46 @@ def _access_token(info: RequestInfo) -> dict[str, Any] | None:
 
 def _snapshot_headers(info: RequestInfo) -> dict[str, str]:
     keep = {name.lower() for name in get_config()["SNAPSHOT_HEADERS"]}
-    return {name: value for name, value in info.headers.items() if name in keep and isinstance(value, str)}
+    return {
+        name: value
+        for name, value in info.headers.items()
+        if name in keep and isinstance(value, str)
+    }
 
 
-async def _prepare(tool: ToolSpec, validated: dict[str, Any], info: RequestInfo, sink: Sink, params: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+async def _prepare(
+    tool: ToolSpec, validated: dict[str, Any], info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> tuple[Any, dict[str, Any] | None]:
     """Run ``TaskConfig.prepare`` inline (MRTR rounds); returns (value, input_required)."""
     prepare = tool.task.prepare
     if prepare is None:
         return None, None
     arguments = params.get("arguments") or {}
-    backend = RequestBackend(info, sink, gather_answers(info, params, "tools/call", tool.name, arguments))
+    backend = RequestBackend(
+        info, sink, gather_answers(info, params, "tools/call", tool.name, arguments)
+    )
     import inspect
 
     accepted = inspect.signature(prepare).parameters
     kwargs = {name: value for name, value in validated.items() if name in accepted}
     try:
-        value = await invoke(prepare, inspect.iscoroutinefunction(prepare), {"ctx": make_context(info, backend), **kwargs})
+        value = await invoke(
+            prepare,
+            inspect.iscoroutinefunction(prepare),
+            {"ctx": make_context(info, backend), **kwargs},
+        )
     except InputRequired as exc:
         return None, input_required_result(exc, backend, info, "tools/call", tool.name, arguments)
     return value, None
 
 
 async def start_task(
-    server: MCPServer, tool: ToolSpec, validated: dict[str, Any], info: RequestInfo, sink: Sink, params: dict[str, Any]
+    server: MCPServer,
+    tool: ToolSpec,
+    validated: dict[str, Any],
+    info: RequestInfo,
+    sink: Sink,
+    params: dict[str, Any],
 ) -> dict[str, Any]:
     """``tools/call`` answered with a ``CreateTaskResult`` once the task is durable."""
     prepared, pending = await _prepare(tool, validated, info, sink, params)
@@ -121,7 +140,12 @@ async def start_task(
     config = tool.task
     ttl = config.ttl
     requested = params.get("task")
-    if not info.modern and isinstance(requested, dict) and isinstance(requested.get("ttl"), int) and requested["ttl"] > 0:
+    if (
+        not info.modern
+        and isinstance(requested, dict)
+        and isinstance(requested.get("ttl"), int)
+        and requested["ttl"] > 0
+    ):
         # 2025-11-25: the client may ask for a shorter time to live, never a longer one.
         asked = requested["ttl"] / 1000
         limit = ttl if ttl is not None else get_config()["TASK_TTL"]
@@ -147,7 +171,7 @@ async def start_task(
         timeout=config.timeout,
     )
     try:
-        task = await database_sync_to_async(service.create_task)(new)
+        task = await db(service.create_task)(new)
     except RuntimeError as exc:
         raise ProtocolError(INTERNAL_ERROR, f"Could not start the task: {exc}") from exc
     if not info.modern:
@@ -160,35 +184,46 @@ async def start_task(
 async def _task_for(info: RequestInfo, params: dict[str, Any]) -> Task:
     require_tasks_capability(info)
     try:
-        return await database_sync_to_async(service.get_task)(params.get("taskId"), info.principal.scope)
+        return await db(service.get_task)(params.get("taskId"), info.principal.scope)
     except service.TaskNotFound:
         raise ProtocolError(INVALID_PARAMS, NOT_FOUND) from None
 
 
-async def get_task(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def get_task(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     task = await _task_for(info, params)
-    return await database_sync_to_async(detailed_task)(task)
+    return await db(detailed_task)(task)
 
 
-async def update_task(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def update_task(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     task = await _task_for(info, params)
     responses = params.get("inputResponses")
     if not isinstance(responses, dict):
         raise ProtocolError(INVALID_PARAMS, "params.inputResponses must be an object")
-    answer = database_sync_to_async(service.answer)
+    answer = db(service.answer)
     for key, response in responses.items():
         try:
-            await answer(task.id, key, response, principal_scope=info.principal.scope, answered_by="client")
+            await answer(
+                task.id, key, response, principal_scope=info.principal.scope, answered_by="client"
+            )
         except service.InvalidAnswer as exc:
             # Per the extension, unusable responses are ignored; the question stays open.
             logger.info("ignored an invalid answer to %s of task %s: %s", key, task.id, exc)
     return {}
 
 
-async def cancel_task(server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]) -> dict[str, Any]:
+async def cancel_task(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+) -> dict[str, Any]:
     require_tasks_capability(info)
+    task_id = params.get("taskId")
+    if not isinstance(task_id, str):
+        raise ProtocolError(INVALID_PARAMS, NOT_FOUND)
     try:
-        await database_sync_to_async(service.cancel)(params.get("taskId"), info.principal.scope)
+        await db(service.cancel)(task_id, info.principal.scope)
     except service.TaskNotFound:
         raise ProtocolError(INVALID_PARAMS, NOT_FOUND) from None
     return {}
@@ -203,13 +238,18 @@ async def watched_task(task_id: str, principal_scope: str) -> dict[str, Any] | N
         except service.TaskNotFound:
             return None
 
-    return await database_sync_to_async(load)()
+    return await db(load)()
 
 
 async def owned_task_ids(task_ids: list[Any], principal_scope: str) -> list[str]:
     """The subset of ``task_ids`` the caller may watch."""
     wanted = [task_id for task_id in task_ids if isinstance(task_id, str)]
-    return [task.id async for task in Task.objects.filter(pk__in=wanted, principal_scope=principal_scope).only("id")]
+    return [
+        task.id
+        async for task in Task.objects.filter(pk__in=wanted, principal_scope=principal_scope).only(
+            "id"
+        )
+    ]
 
 
 def install() -> None:
@@ -217,5 +257,7 @@ def install() -> None:
     from . import legacy_tasks
 
     handlers.hooks.start_task = start_task
-    handlers.MODERN_METHODS.update({"tasks/get": get_task, "tasks/update": update_task, "tasks/cancel": cancel_task})
+    handlers.MODERN_METHODS.update(
+        {"tasks/get": get_task, "tasks/update": update_task, "tasks/cancel": cancel_task}
+    )
     legacy_tasks.install()

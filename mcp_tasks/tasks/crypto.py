@@ -31,7 +31,10 @@ def _derive(secret: str | bytes) -> bytes:
 
 
 def _keys() -> list[bytes]:
-    return [_derive(settings.SECRET_KEY), *(_derive(k) for k in getattr(settings, "SECRET_KEY_FALLBACKS", []))]
+    return [
+        _derive(settings.SECRET_KEY),
+        *(_derive(k) for k in getattr(settings, "SECRET_KEY_FALLBACKS", [])),
+    ]
 
 
 def seal(value: Any) -> str:

@@ -39,7 +39,9 @@ def start_worker(queues: list[str], count: int = 4) -> list[threading.Thread]:
 
         for number in range(count):
             conn = connection()
-            worker = ThreadWorker([Queue(name, connection=conn) for name in queues], connection=conn)
+            worker = ThreadWorker(
+                [Queue(name, connection=conn) for name in queues], connection=conn
+            )
             thread = threading.Thread(
                 target=_run, args=(worker,), name=f"mcp_tasks-embedded-worker-{number}", daemon=True
             )

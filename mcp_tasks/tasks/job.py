@@ -16,18 +16,18 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
+from .. import groups
 from ..auth import AccessToken
 from ..conf import get_config
 from ..context import Context, level_allows
+from ..db import db
 from ..exceptions import ProtocolError, ToolError
 from ..inputs import Question
-from ..protocol.constants import META_RELATED_TASK
 from ..lifespan import lifespan_context
-from .. import groups
 from ..models import LegacySession, Task, TaskSnapshot
+from ..protocol.constants import META_RELATED_TASK
 from ..runner import error_result, run_tool, validate_arguments
 from ..server import MCPServer, mcp
 from . import crypto, notify, service
@@ -37,7 +37,7 @@ logger = logging.getLogger("mcp_tasks.tasks")
 _loops = threading.local()
 
 
-class TaskSuspended(BaseException):  # noqa: N818 - control flow
+class TaskSuspended(BaseException):
     """The tool waits for an answer that did not come within the hold window: the job
     ends, the task stays ``input_required`` and resumes on a new job when answered."""
 
@@ -95,7 +95,7 @@ class TaskWatch:
         interval = get_config()["TASK_HEARTBEAT_INTERVAL"]
         while True:
             await asyncio.sleep(interval)
-            status = await database_sync_to_async(service.heartbeat)(self.task_id)
+            status = await db(service.heartbeat)(self.task_id)
             if status != "input_required":
                 self._seen(status)
 
@@ -119,8 +119,10 @@ class TaskBackend:
         self.watch = watch
         self.sequence = 0
 
-    async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
-        await database_sync_to_async(service.report_progress)(self.task.id, progress, total, message)
+    async def report_progress(
+        self, progress: float, total: float | None, message: str | None
+    ) -> None:
+        await db(service.report_progress)(self.task.id, progress, total, message)
         token = self.snapshot.progress_token
         if self.snapshot.era == "legacy" and token is not None:
             # 2025-11-25: the creating request's progress token stays valid for the task's life.
@@ -130,13 +132,19 @@ class TaskBackend:
             if message is not None:
                 params["message"] = message
             params["_meta"] = {META_RELATED_TASK: {"taskId": self.task.id}}
-            await _send(groups.session_group(self.task.session_id), "notifications/progress", params)
+            await _send(
+                groups.session_group(self.task.session_id), "notifications/progress", params
+            )
 
     async def log(self, level: str, data: Any, logger_name: str | None) -> None:
-        await database_sync_to_async(service.add_log)(self.task.id, level, logger_name, data)
+        await db(service.add_log)(self.task.id, level, logger_name, data)
         if self.snapshot.era != "legacy":
             return  # the modern tasks extension has no log notifications for tasks
-        threshold = await LegacySession.objects.filter(pk=self.task.session_id).values_list("log_level", flat=True).afirst()
+        threshold = (
+            await LegacySession.objects.filter(pk=self.task.session_id)
+            .values_list("log_level", flat=True)
+            .afirst()
+        )
         if threshold is None or not level_allows(level, threshold or None):
             return
         params: dict[str, Any] = {"level": level, "data": data}
@@ -147,29 +155,38 @@ class TaskBackend:
     async def ask(self, questions: list[Question]) -> list[dict[str, Any]]:
         """Record the questions (or find them when replaying), announce them, and wait a
         short hold window for the answers; past it, the job ends (``TaskSuspended``)."""
-        record = database_sync_to_async(service.ask)
+        record = db(service.ask)
         keys: list[str | None] = []
         for question in questions:
             self.sequence += 1
             try:
                 row = await record(
-                    self.task.id, self.sequence, question.method, question.params, worker_name(), question.key
+                    self.task.id,
+                    self.sequence,
+                    question.method,
+                    question.params,
+                    worker_name(),
+                    question.key,
                 )
                 keys.append(row.key)
             except (service.ReplayMismatch, service.TaskEnded):
                 raise
             except Exception:
-                logger.exception("could not record question %s of task %s", self.sequence, self.task.id)
+                logger.exception(
+                    "could not record question %s of task %s", self.sequence, self.task.id
+                )
                 keys.append(None)
         answers = await self._answers(keys)
-        if any(answer is None for key, answer in zip(keys, answers, strict=True) if key is not None):
+        if any(
+            answer is None for key, answer in zip(keys, answers, strict=True) if key is not None
+        ):
             try:
                 await notify.apublish_task_change(self.task.id, "input_required")
             except Exception:
                 logger.exception("could not announce the questions of task %s", self.task.id)
                 for key in keys:
                     if key is not None:
-                        await database_sync_to_async(service.withdraw)(self.task.id, key)
+                        await db(service.withdraw)(self.task.id, key)
                 keys = [None] * len(keys)
             else:
                 answers = await self._hold(keys)
@@ -183,7 +200,7 @@ class TaskBackend:
         ]
 
     async def _answers(self, keys: list[str | None]) -> list[Any]:
-        lookup = database_sync_to_async(service.answer_of)
+        lookup = db(service.answer_of)
         return [None if key is None else await lookup(self.task.id, key) for key in keys]
 
     def _unanswerable(self, method: str, why: str) -> dict[str, Any]:
@@ -196,14 +213,18 @@ class TaskBackend:
         while True:
             self.watch.changed.clear()
             answers = await self._answers(keys)
-            if all(answer is not None for key, answer in zip(keys, answers, strict=True) if key is not None):
+            if all(
+                answer is not None
+                for key, answer in zip(keys, answers, strict=True)
+                if key is not None
+            ):
                 return answers
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.watch.changed.wait(), remaining)
-        if await database_sync_to_async(service.release)(self.task.id):
+        if await db(service.release)(self.task.id):
             return await self._answers(keys)
         raise TaskSuspended(self.task.id)
 
@@ -243,10 +264,10 @@ async def _user(scope: str) -> Any:
 
 async def execute(task_id: str, server: MCPServer) -> None:
     """Run one job of ``task_id`` to its end: a result, an error, or a suspension."""
-    task = await database_sync_to_async(service.begin_run)(task_id, worker_name())
+    task = await db(service.begin_run)(task_id, worker_name())
     if task is None:
         return
-    fail = database_sync_to_async(service.fail)
+    fail = db(service.fail)
     tool = server.tools.get(task.tool_name)
     if tool is None:
         await fail(task.id, {"code": -32602, "message": f"Unknown tool: {task.tool_name}"})
@@ -260,7 +281,7 @@ async def execute(task_id: str, server: MCPServer) -> None:
     try:
         validated = validate_arguments(tool, task.arguments)
     except ValueError as exc:
-        await database_sync_to_async(service.complete)(task.id, error_result(str(exc)))
+        await db(service.complete)(task.id, error_result(str(exc)))
         return
     watch = TaskWatch(task.id)
     context = Context(
@@ -299,6 +320,8 @@ async def execute(task_id: str, server: MCPServer) -> None:
             return
         except BaseException as exc:
             # rq's job timeout (raised by SIGALRM) and anything else that escaped.
-            await fail(task.id, {"code": -32603, "message": f"The task stopped: {type(exc).__name__}"})
+            await fail(
+                task.id, {"code": -32603, "message": f"The task stopped: {type(exc).__name__}"}
+            )
             raise
-    await database_sync_to_async(service.complete)(task.id, result)
+    await db(service.complete)(task.id, result)

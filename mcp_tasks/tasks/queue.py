@@ -6,9 +6,9 @@ import logging
 from typing import TYPE_CHECKING
 
 import django_rq
+from rq import Queue
 from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
-from rq import Queue
 from rq.job import Job, JobStatus
 
 if TYPE_CHECKING:

@@ -3,14 +3,16 @@
 Every transition runs under a row lock; terminal states (completed, failed, cancelled)
 never change. The wire handlers, the worker and the admin call these functions and never
 write task rows themselves. Functions are synchronous (ORM); async callers wrap them with
-``database_sync_to_async``. Each change is published to the task's channel-layer group
+:func:`mcp_tasks.db.db`. Each change is published to the task's channel-layer group
 after the transaction commits.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
+import typing
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -34,7 +36,7 @@ from . import crypto, notify, queue
 logger = logging.getLogger("mcp_tasks.tasks")
 
 
-class TaskNotFound(Exception):
+class TaskNotFound(Exception):  # noqa: N818 - reads like Django's DoesNotExist
     """No such task for this principal (unknown, expired, or someone else's)."""
 
 
@@ -126,7 +128,11 @@ def create_task(new: NewTask) -> Task:
         queue.enqueue(task)
     except Exception as exc:
         logger.exception("could not queue task %s", task.id)
-        fail(task.id, {"code": -32603, "message": "The task could not be queued"}, "The task could not be queued")
+        fail(
+            task.id,
+            {"code": -32603, "message": "The task could not be queued"},
+            "The task could not be queued",
+        )
         raise RuntimeError("the task queue is unavailable") from exc
     return task
 
@@ -144,7 +150,7 @@ def get_task(task_id: Any, principal_scope: str) -> Task:
         raise TaskNotFound(task_id)
     if check_liveness(task):
         task.refresh_from_db()
-    return task
+    return typing.cast(Task, task)
 
 
 def list_tasks(principal_scope: str) -> Any:
@@ -192,16 +198,24 @@ def begin_run(task_id: str, worker_name: str) -> Task | None:
 
 def heartbeat(task_id: str) -> str | None:
     """Mark the task alive; returns its status (None when it is gone)."""
-    Task.objects.filter(pk=task_id).exclude(status__in=TERMINAL_STATUSES).update(heartbeat_at=timezone.now())
+    Task.objects.filter(pk=task_id).exclude(status__in=TERMINAL_STATUSES).update(
+        heartbeat_at=timezone.now()
+    )
     return Task.objects.filter(pk=task_id).values_list("status", flat=True).first()
 
 
-def report_progress(task_id: str, progress: float, total: float | None, message: str | None) -> None:
+def report_progress(
+    task_id: str, progress: float, total: float | None, message: str | None
+) -> None:
     with transaction.atomic():
         task = _locked(task_id)
         if task.is_terminal:
             return
-        changes: dict[str, Any] = {"progress": progress, "progress_total": total, "heartbeat_at": timezone.now()}
+        changes: dict[str, Any] = {
+            "progress": progress,
+            "progress_total": total,
+            "heartbeat_at": timezone.now(),
+        }
         if message:
             changes["status_message"] = message[:2000]
         elif total:
@@ -211,10 +225,14 @@ def report_progress(task_id: str, progress: float, total: float | None, message:
 
 
 def add_log(task_id: str, level: str, logger_name: str | None, data: Any) -> None:
-    TaskLogEntry.objects.create(task_id=task_id, level=level, logger_name=logger_name or "", data=data)
+    TaskLogEntry.objects.create(
+        task_id=task_id, level=level, logger_name=logger_name or "", data=data
+    )
 
 
-def _finish(task_id: str, status: str, *, result: Any = None, error: Any = None, message: str = "") -> bool:
+def _finish(
+    task_id: str, status: str, *, result: Any = None, error: Any = None, message: str = ""
+) -> bool:
     with transaction.atomic():
         try:
             task = _locked(task_id)
@@ -230,7 +248,9 @@ def _finish(task_id: str, status: str, *, result: Any = None, error: Any = None,
             status_message=message[:2000],
             finished_at=timezone.now(),
         )
-        task.input_requests.filter(status=InputRequestStatus.PENDING).update(status=InputRequestStatus.CLOSED)
+        task.input_requests.filter(status=InputRequestStatus.PENDING).update(
+            status=InputRequestStatus.CLOSED
+        )
         _publish_on_commit(task)
     return True
 
@@ -243,7 +263,12 @@ def complete(task_id: str, result: dict[str, Any]) -> bool:
 
 def fail(task_id: str, error: dict[str, Any], message: str | None = None) -> bool:
     """A JSON-RPC error ended the task. False if already terminal."""
-    return _finish(task_id, TaskStatus.FAILED, error=error, message=message or str(error.get("message", "Failed")))
+    return _finish(
+        task_id,
+        TaskStatus.FAILED,
+        error=error,
+        message=message or str(error.get("message", "Failed")),
+    )
 
 
 def cancel(task_id: str, principal_scope: str | None) -> Task:
@@ -258,8 +283,15 @@ def cancel(task_id: str, principal_scope: str | None) -> Task:
             raise TaskNotFound(task_id)
         if task.is_terminal:
             return task
-        _touch(task, status=TaskStatus.CANCELLED, status_message="Cancelled", finished_at=timezone.now())
-        task.input_requests.filter(status=InputRequestStatus.PENDING).update(status=InputRequestStatus.CLOSED)
+        _touch(
+            task,
+            status=TaskStatus.CANCELLED,
+            status_message="Cancelled",
+            finished_at=timezone.now(),
+        )
+        task.input_requests.filter(status=InputRequestStatus.PENDING).update(
+            status=InputRequestStatus.CLOSED
+        )
         _publish_on_commit(task)
         job_id, queue_name = task.job_id, task.queue
         transaction.on_commit(lambda: queue.stop(job_id, queue_name))
@@ -287,7 +319,9 @@ def check_liveness(task: Task) -> bool:
                 f"{config['TASK_LOST_AFTER']:g}s)",
             )
         return False
-    if now - task.updated_at > timedelta(seconds=config["TASK_REQUEUE_AFTER"]) and not queue.job_exists(task):
+    if now - task.updated_at > timedelta(
+        seconds=config["TASK_REQUEUE_AFTER"]
+    ) and not queue.job_exists(task):
         return requeue(task.id)
     return False
 
@@ -323,19 +357,23 @@ def purge_expired() -> int:
 # -- questions (input requests) ---------------------------------------------------------
 
 
-class ReplayMismatch(BaseException):  # noqa: N818 - must pass through the tool's except
+class ReplayMismatch(BaseException):
     """On resume, the tool asked something other than what it asked the first time."""
 
 
-class TaskEnded(BaseException):  # noqa: N818 - must pass through the tool's except
+class TaskEnded(BaseException):
     """The task reached a terminal state while the tool was still running."""
 
 
-class InvalidAnswer(ValueError):
+class InvalidAnswer(ValueError):  # noqa: N818
     """An answer that does not fit the question (the message says why)."""
 
 
-_KEY_PREFIX = {"elicitation/create": "elicit", "sampling/createMessage": "sample", "roots/list": "roots"}
+_KEY_PREFIX = {
+    "elicitation/create": "elicit",
+    "sampling/createMessage": "sample",
+    "roots/list": "roots",
+}
 EXPIRED = {"_mcp_tasks": "expired"}
 
 
@@ -348,15 +386,21 @@ def question_text(method: str, params: dict[str, Any]) -> str:
     return "Waiting for the client's roots"
 
 
-def _same_question(request: InputRequest, method: str, params: dict[str, Any]) -> bool:
-    import json
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
 
-    canonical = lambda value: json.dumps(value, sort_keys=True, default=str)  # noqa: E731
-    return request.method == method and canonical(request.params) == canonical(params)
+
+def _same_question(request: InputRequest, method: str, params: dict[str, Any]) -> bool:
+    return request.method == method and _canonical(request.params) == _canonical(params)
 
 
 def ask(
-    task_id: str, sequence: int, method: str, params: dict[str, Any], worker_name: str, key: str | None = None
+    task_id: str,
+    sequence: int,
+    method: str,
+    params: dict[str, Any],
+    worker_name: str,
+    key: str | None = None,
 ) -> InputRequest:
     """Record question number ``sequence`` of this run (or find it when the tool is
     replayed) and mark the task ``input_required``."""
@@ -399,8 +443,13 @@ def withdraw(task_id: str, key: str) -> None:
     """Close a question that could not be announced; the task goes back to working."""
     with transaction.atomic():
         task = _locked(task_id)
-        task.input_requests.filter(key=key, status=InputRequestStatus.PENDING).update(status=InputRequestStatus.CLOSED)
-        if not task.is_terminal and not task.input_requests.filter(status=InputRequestStatus.PENDING).exists():
+        task.input_requests.filter(key=key, status=InputRequestStatus.PENDING).update(
+            status=InputRequestStatus.CLOSED
+        )
+        if (
+            not task.is_terminal
+            and not task.input_requests.filter(status=InputRequestStatus.PENDING).exists()
+        ):
             _touch(task, status=TaskStatus.WORKING, status_message="Working", waiting_worker="")
             _publish_on_commit(task)
 
@@ -426,7 +475,7 @@ def release(task_id: str) -> bool:
 
 def validate_answer(request: InputRequest, response: Any) -> dict[str, Any]:
     """Check an answer against its question; raises :class:`InvalidAnswer`."""
-    import jsonschema
+    import jsonschema  # type: ignore[import-untyped]
 
     if not isinstance(response, dict):
         raise InvalidAnswer("an answer must be a JSON object")
@@ -466,7 +515,13 @@ def _after_answer(task: Task) -> None:
         _touch(task, status=TaskStatus.WORKING, status_message="Answered")
         _publish_on_commit(task)
         return
-    _touch(task, status=TaskStatus.WORKING, status_message="Answered; resuming", runs=task.runs + 1, heartbeat_at=None)
+    _touch(
+        task,
+        status=TaskStatus.WORKING,
+        status_message="Answered; resuming",
+        runs=task.runs + 1,
+        heartbeat_at=None,
+    )
     _publish_on_commit(task)
     transaction.on_commit(lambda: queue.enqueue(task))
 
@@ -509,12 +564,14 @@ def answer(
 def expire_questions() -> int:
     """Questions past ``INPUT_TIMEOUT`` are closed; the tool sees a cancellation."""
     count = 0
-    for request in InputRequest.objects.filter(status=InputRequestStatus.PENDING, expires_at__lte=timezone.now()):
+    for request in InputRequest.objects.filter(
+        status=InputRequestStatus.PENDING, expires_at__lte=timezone.now()
+    ):
         with transaction.atomic():
             task = _locked(request.task_id)
-            updated = InputRequest.objects.filter(pk=request.pk, status=InputRequestStatus.PENDING).update(
-                status=InputRequestStatus.EXPIRED, answered_at=timezone.now()
-            )
+            updated = InputRequest.objects.filter(
+                pk=request.pk, status=InputRequestStatus.PENDING
+            ).update(status=InputRequestStatus.EXPIRED, answered_at=timezone.now())
             if updated and not task.is_terminal:
                 _after_answer(task)
                 count += 1

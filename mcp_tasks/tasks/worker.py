@@ -53,11 +53,15 @@ class TaskWorker(Worker):
         super().__init__(*args, **kwargs)
 
     def handle_work_horse_killed(self, job: Any, retpid: int, ret_val: int, rusage: Any) -> None:
-        super().handle_work_horse_killed(job, retpid, ret_val, rusage)
+        super().handle_work_horse_killed(job, retpid, ret_val, rusage)  # type: ignore[no-untyped-call]
         task_id = task_id_of(job)
         if task_id is None:
             return
-        how = f"signal {os.WTERMSIG(ret_val)}" if ret_val and os.WIFSIGNALED(ret_val) else f"status {ret_val}"
+        how = (
+            f"signal {os.WTERMSIG(ret_val)}"
+            if ret_val and os.WIFSIGNALED(ret_val)
+            else f"status {ret_val}"
+        )
         close_old_connections()
         service.fail(
             task_id,
@@ -66,7 +70,7 @@ class TaskWorker(Worker):
         )
 
     def run_maintenance_tasks(self) -> None:
-        super().run_maintenance_tasks()
+        super().run_maintenance_tasks()  # type: ignore[no-untyped-call]
         try:
             counts = maintain()
             if any(counts.values()):
@@ -88,7 +92,7 @@ class ThreadWorker(SimpleWorker):
         self._stop_requested = True
 
     def run_maintenance_tasks(self) -> None:
-        super().run_maintenance_tasks()
+        super().run_maintenance_tasks()  # type: ignore[no-untyped-call]
         try:
             maintain()
         except Exception:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.utils.module_loading import import_string
 
 from ..auth import ANONYMOUS, AccessToken, Principal, principal_for
 from ..conf import get_config
+from ..db import db
 from .http import HttpError, first
 
 
-def _challenge(error: str | None = None, description: str | None = None) -> list[tuple[bytes, bytes]]:
+def _challenge(
+    error: str | None = None, description: str | None = None
+) -> list[tuple[bytes, bytes]]:
     parts = []
     if error:
         parts.append(f'error="{error}"')
@@ -38,14 +40,15 @@ async def _verify(token: str) -> AccessToken | None:
     if inspect.iscoroutinefunction(verifier):
         result = await verifier(token)
     else:
-        result = await database_sync_to_async(verifier)(token)
+        result = await db(verifier)(token)
     if result is None or isinstance(result, AccessToken):
         return result
-    raise TypeError(f"{path} must return an mcp_tasks.AccessToken or None, not {type(result).__name__}")
+    raise TypeError(
+        f"{path} must return an mcp_tasks.AccessToken or None, not {type(result).__name__}"
+    )
 
 
-@database_sync_to_async
-def _scope_user(scope: dict[str, Any]) -> Any:
+def _scope_user_sync(scope: dict[str, Any]) -> Any:
     user = scope.get("user")
     if user is None:
         return None
@@ -64,7 +67,7 @@ async def authenticate(scope: dict[str, Any], headers: dict[str, str | list[str]
         if access_token is None or access_token.is_expired():
             raise unauthorized("invalid_token", "The access token is invalid or expired")
         return principal_for(access_token)
-    user = await _scope_user(scope)
+    user = await db(_scope_user_sync)(scope)
     if user is not None:
         return principal_for(None, user)
     if not get_config()["ALLOW_ANONYMOUS"]:

@@ -18,26 +18,25 @@ from typing import Any
 from channels.consumer import AsyncConsumer
 from channels.layers import get_channel_layer
 
+from .. import groups, streams
 from ..auth import Principal
 from ..conf import get_config
 from ..exceptions import ProtocolError, ToolError
 from ..lifespan import lifespan_context
 from ..models import LegacySession
 from ..protocol import RequestInfo, handle_request, kind_of, modern_request_info, parse_body
-from ..protocol.tasks import owned_task_ids, require_tasks_capability, watched_task
-from ..protocol.legacy_tasks import legacy_task_status
 from ..protocol.constants import (
-    LEGACY_TASKS_VERSION,
     INVALID_REQUEST,
+    LEGACY_TASKS_VERSION,
     LEGACY_VERSIONS,
     META_SUBSCRIPTION_ID,
     http_status_for,
     is_modern,
 )
+from ..protocol.legacy_tasks import legacy_task_status
+from ..protocol.tasks import owned_task_ids, require_tasks_capability, watched_task
 from ..server import MCPServer, mcp
-from .. import streams
 from ..sessions import StoredSession, create_session, end_session, load_session
-from .. import groups
 from .authentication import authenticate
 from .http import (
     HttpError,
@@ -89,7 +88,7 @@ class McpConsumer(AsyncConsumer):
 
     # -- ASGI plumbing --------------------------------------------------------------------
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:  # type: ignore[override]
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         self.scope = scope
         self.base_send = send
         self.stream = ResponseStream(send)
@@ -169,11 +168,18 @@ class McpConsumer(AsyncConsumer):
             detailed = await watched_task(message["task_id"], scope)
             if detailed is not None:
                 detailed["_meta"] = {META_SUBSCRIPTION_ID: subscription_id}
-                await self.stream.event({"jsonrpc": "2.0", "method": "notifications/tasks", "params": detailed})
-        elif self.session_stream is not None and self.session_stream.protocol_version == LEGACY_TASKS_VERSION:
+                await self.stream.event(
+                    {"jsonrpc": "2.0", "method": "notifications/tasks", "params": detailed}
+                )
+        elif (
+            self.session_stream is not None
+            and self.session_stream.protocol_version == LEGACY_TASKS_VERSION
+        ):
             status = await legacy_task_status(message["task_id"], self.session_stream)
             if status is not None:
-                await self.stream.event({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": status})
+                await self.stream.event(
+                    {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": status}
+                )
 
     async def mcp_stream(self, message: dict[str, Any]) -> None:
         """An event of the stream this ``GET`` resumes."""
@@ -195,7 +201,8 @@ class McpConsumer(AsyncConsumer):
         assert stream_id is not None and self.session is not None
         await streams.store(stream_id, self.session.id, sequence, message)
         await self.channel_layer.group_send(
-            groups.stream_group(stream_id), {"type": "mcp.stream", "sequence": sequence, "message": message}
+            groups.stream_group(stream_id),
+            {"type": "mcp.stream", "sequence": sequence, "message": message},
         )
 
     async def _join(self, group: str) -> None:
@@ -255,9 +262,14 @@ class McpConsumer(AsyncConsumer):
         else:
             await self._post(body, principal, modern, version)
 
-    async def _post(self, body: bytes, principal: Principal, modern: bool, version: str | None) -> None:
+    async def _post(
+        self, body: bytes, principal: Principal, modern: bool, version: str | None
+    ) -> None:
         if not accepts(self.headers, "application/json", "text/event-stream"):
-            raise HttpError(406, "Not Acceptable: Client must accept both application/json and text/event-stream")
+            raise HttpError(
+                406,
+                "Not Acceptable: Client must accept both application/json and text/event-stream",
+            )
         check_content_type(self.headers)
         try:
             message = parse_body(body)
@@ -299,7 +311,12 @@ class McpConsumer(AsyncConsumer):
             await self.stream.finish(None)
             return
         if kind == "response":
-            await self._error(message.get("id"), ProtocolError(INVALID_REQUEST, "The 2026-07-28 protocol has no server requests to respond to"))
+            await self._error(
+                message.get("id"),
+                ProtocolError(
+                    INVALID_REQUEST, "The 2026-07-28 protocol has no server requests to respond to"
+                ),
+            )
             return
         try:
             info = modern_request_info(message, self.headers, principal, await lifespan_context())
@@ -317,9 +334,13 @@ class McpConsumer(AsyncConsumer):
             raise HttpError(406, "Not Acceptable: subscriptions/listen needs text/event-stream")
         wanted = (message.get("params") or {}).get("notifications") or {}
         if not isinstance(wanted, dict):
-            await self._error(message["id"], ProtocolError(-32602, "params.notifications must be an object"))
+            await self._error(
+                message["id"], ProtocolError(-32602, "params.notifications must be an object")
+            )
             return
-        agreed: dict[str, Any] = {key: True for key in LIST_CHANGED_FILTERS if wanted.get(key) is True}
+        agreed: dict[str, Any] = {
+            key: True for key in LIST_CHANGED_FILTERS if wanted.get(key) is True
+        }
         uris = wanted.get("resourceSubscriptions")
         if isinstance(uris, list) and all(isinstance(uri, str) for uri in uris):
             agreed["resourceSubscriptions"] = uris
@@ -331,7 +352,9 @@ class McpConsumer(AsyncConsumer):
             except ProtocolError as exc:
                 await self._error(message["id"], exc)
                 return
-            owned = await owned_task_ids(task_ids if isinstance(task_ids, list) else [], info.principal.scope)
+            owned = await owned_task_ids(
+                task_ids if isinstance(task_ids, list) else [], info.principal.scope
+            )
             agreed["taskIds"] = owned
             self.watch = (info.principal.scope, subscription_id)
             for task_id in owned:
@@ -355,7 +378,10 @@ class McpConsumer(AsyncConsumer):
             {
                 "jsonrpc": "2.0",
                 "method": "notifications/subscriptions/acknowledged",
-                "params": {"_meta": {META_SUBSCRIPTION_ID: subscription_id}, "notifications": agreed},
+                "params": {
+                    "_meta": {META_SUBSCRIPTION_ID: subscription_id},
+                    "notifications": agreed,
+                },
             }
         )
         await self._keepalive()  # until the client closes the stream
@@ -373,10 +399,16 @@ class McpConsumer(AsyncConsumer):
         self.stream.headers.append((b"mcp-session-id", session.id.encode()))
         return session
 
-    def _legacy_info(self, message: dict[str, Any], principal: Principal, session: StoredSession | None, lifespan: Any) -> RequestInfo:
+    def _legacy_info(
+        self,
+        message: dict[str, Any],
+        principal: Principal,
+        session: StoredSession | None,
+        lifespan: Any,
+    ) -> RequestInfo:
         params = message.get("params") or {}
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-        token = meta.get("progressToken")
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
         return RequestInfo(
             era="legacy",
             protocol_version=session.protocol_version if session else LEGACY_VERSIONS[0],
@@ -385,7 +417,9 @@ class McpConsumer(AsyncConsumer):
             client_capabilities=session.client_capabilities if session else {},
             client_info=session.client_info if session else {},
             log_level=session.log_level if session else None,
-            progress_token=token if isinstance(token, str | int) and not isinstance(token, bool) else None,
+            progress_token=token
+            if isinstance(token, str | int) and not isinstance(token, bool)
+            else None,
             headers=self.headers,
             session=session,
             lifespan_context=lifespan,
@@ -399,14 +433,21 @@ class McpConsumer(AsyncConsumer):
         if kind == "response":
             await self.channel_layer.group_send(
                 groups.reply_group(str(message["id"])),
-                {"type": "mcp.reply", "key": str(message["id"]), "session": session.id, "message": message},
+                {
+                    "type": "mcp.reply",
+                    "key": str(message["id"]),
+                    "session": session.id,
+                    "message": message,
+                },
             )
             await self.stream.finish(None)
             return
         if kind == "notification":
             if message["method"] == "notifications/cancelled":
                 request_id = (message.get("params") or {}).get("requestId")
-                await self.channel_layer.group_send(groups.call_group(session.id, request_id), {"type": "mcp.cancel"})
+                await self.channel_layer.group_send(
+                    groups.call_group(session.id, request_id), {"type": "mcp.cancel"}
+                )
             await self.stream.finish(None)
             return
         await self._join(groups.call_group(session.id, message["id"]))
@@ -427,11 +468,15 @@ class McpConsumer(AsyncConsumer):
     async def _initialize(self, message: dict[str, Any], principal: Principal) -> None:
         params = message.get("params") or {}
         info = self._legacy_info(message, principal, None, None)
-        info.client_capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
+        capabilities = params.get("capabilities")
+        info.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
         response = await handle_request(self.server, message, info, self)
         if "result" in response:
             session = await create_session(
-                principal, response["result"]["protocolVersion"], params.get("clientInfo"), info.client_capabilities
+                principal,
+                response["result"]["protocolVersion"],
+                params.get("clientInfo"),
+                info.client_capabilities,
             )
             self.stream.headers.append((b"mcp-session-id", session.id.encode()))
         await self._respond(response, modern=False)
@@ -447,7 +492,11 @@ class McpConsumer(AsyncConsumer):
 
         async def accept(notification: dict[str, Any]) -> bool:
             if notification.get("method") == "notifications/resources/updated":
-                row = await LegacySession.objects.filter(pk=session.id).values_list("subscriptions", flat=True).afirst()
+                row = (
+                    await LegacySession.objects.filter(pk=session.id)
+                    .values_list("subscriptions", flat=True)
+                    .afirst()
+                )
                 return (notification.get("params") or {}).get("uri") in (row or [])
             return True
 
@@ -491,7 +540,9 @@ class McpConsumer(AsyncConsumer):
         group = groups.reply_group(key)
         await self._join(group)
         try:
-            await self.stream.event({"jsonrpc": "2.0", "id": key, "method": method, "params": params})
+            await self.stream.event(
+                {"jsonrpc": "2.0", "id": key, "method": method, "params": params}
+            )
             reply = await asyncio.wait_for(future, get_config()["CLIENT_REQUEST_TIMEOUT"])
         except TimeoutError:
             raise ToolError(f"the client did not answer {method} in time") from None
@@ -501,7 +552,9 @@ class McpConsumer(AsyncConsumer):
             await self.channel_layer.group_discard(group, self.channel_name)
         if "error" in reply:
             error = reply["error"] if isinstance(reply["error"], dict) else {}
-            raise ToolError(f"the client answered {method} with an error: {error.get('message', 'unknown error')}")
+            raise ToolError(
+                f"the client answered {method} with an error: {error.get('message', 'unknown error')}"
+            )
         result = reply.get("result")
         return result if isinstance(result, dict) else {}
 
@@ -518,5 +571,9 @@ class McpConsumer(AsyncConsumer):
     async def publish(self, method: str, params: dict[str, Any]) -> None:
         if self.channel_layer is not None:
             await self.channel_layer.group_send(
-                groups.BROADCAST, {"type": "mcp.notify", "message": {"jsonrpc": "2.0", "method": method, "params": params}}
+                groups.BROADCAST,
+                {
+                    "type": "mcp.notify",
+                    "message": {"jsonrpc": "2.0", "method": method, "params": params},
+                },
             )

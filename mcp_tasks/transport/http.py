@@ -78,7 +78,9 @@ def check_origin(headers: dict[str, str | list[str]], host: str) -> str | None:
     parts = urlsplit(origin)
     if parts.scheme in ("http", "https") and parts.netloc and parts.netloc.lower() == host.lower():
         return origin
-    raise HttpError(403, f"Origin {origin!r} is not allowed: add it to MCP_TASKS['ALLOWED_ORIGINS']")
+    raise HttpError(
+        403, f"Origin {origin!r} is not allowed: add it to MCP_TASKS['ALLOWED_ORIGINS']"
+    )
 
 
 def _media_types(value: str | None) -> set[str]:

@@ -17,7 +17,9 @@ SSE_HEADERS = [
 ]
 
 
-def encode_event(message: dict[str, Any] | None, event_id: str | None = None, retry_ms: int | None = None) -> bytes:
+def encode_event(
+    message: dict[str, Any] | None, event_id: str | None = None, retry_ms: int | None = None
+) -> bytes:
     """One SSE event; ``message`` None is a priming event (an id and empty data)."""
     lines = []
     if event_id is not None:
@@ -55,7 +57,9 @@ class ResponseStream:
 
     async def _start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         self.started = True
-        await self._send({"type": "http.response.start", "status": status, "headers": [*self.headers, *headers]})
+        await self._send(
+            {"type": "http.response.start", "status": status, "headers": [*self.headers, *headers]}
+        )
 
     async def _body(self, body: bytes, more: bool) -> None:
         await self._send({"type": "http.response.body", "body": body, "more_body": more})
@@ -124,7 +128,9 @@ class ResponseStream:
                 return
             self.closed = True
             if self.streaming:
-                await self._body(encode_event(message, self._next_id()) if message is not None else b"", False)
+                await self._body(
+                    encode_event(message, self._next_id()) if message is not None else b"", False
+                )
                 return
             if message is None:
                 await self._start(status if status != 200 else 202, [(b"content-length", b"0")])
@@ -132,7 +138,9 @@ class ResponseStream:
                 return
             body = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
             length = str(len(body)).encode()
-            await self._start(status, [(b"content-type", b"application/json"), (b"content-length", length)])
+            await self._start(
+                status, [(b"content-type", b"application/json"), (b"content-length", length)]
+            )
             await self._body(body, False)
 
     async def detach(self) -> None:
