@@ -18,10 +18,12 @@ from .conf import DEFAULTS, get_config
 
 _README = "See the 'Settings' table in the django-mcp-tasks README."
 _IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
+_SINGLE_PROCESS_LAYERS = {_IN_MEMORY_LAYER, "mcp_tasks.layers.InProcessChannelLayer"}
 
-# Types of the keys whose default (None) does not tell; every other key takes its default's type.
+# Types of the keys whose default does not tell; every other key takes its default's type.
 _NULLABLE_STRINGS = {"INSTRUCTIONS", "RESOURCE_METADATA_URL"}
 _DOTTED_PATHS = {"TOKEN_VERIFIER", "LIFESPAN"}
+_NULLABLE_NUMBERS = {"TASK_TTL"}  # None: kept forever
 
 
 @register()
@@ -168,6 +170,8 @@ def _value_problem(key: str, value: Any) -> str | None:
         return "must be a URL path starting with '/' (e.g. '/mcp')"
     if isinstance(default, bool):
         return None if isinstance(value, bool) else "must be True or False"
+    if value is None and key in _NULLABLE_NUMBERS:
+        return None
     if isinstance(default, int | float):
         whole = isinstance(default, int) and key.endswith(("_BYTES", "_MS"))  # counts of units
         if isinstance(value, bool) or not isinstance(value, int if whole else int | float):
@@ -257,10 +261,10 @@ def _check_channel_layer() -> list[CheckMessage]:
                 id="mcp_tasks.E005",
             )
         ]
-    if layer.get("BACKEND") == _IN_MEMORY_LAYER and not settings.DEBUG:
+    if layer.get("BACKEND") in _SINGLE_PROCESS_LAYERS and not settings.DEBUG:
         return [
             CheckWarning(
-                "The in-memory channel layer only reaches the process it lives in: with more "
+                "An in-memory channel layer only reaches the process it lives in: with more "
                 "than one ASGI process, legacy sessions, replies to elicitation and task "
                 "updates get lost between processes.",
                 hint=(

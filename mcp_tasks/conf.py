@@ -56,6 +56,9 @@ DEFAULTS: dict[str, Any] = {
     "TASK_POLL_INTERVAL": 0.5,
     # rq job timeout in seconds; TaskConfig(timeout=...).
     "TASK_TIMEOUT": 3600,
+    # Seconds between the housekeeping runs of each TaskWorker (stalled tasks, timed-out
+    # questions, expired rows): the bound on how late those are noticed.
+    "TASK_MAINTENANCE_INTERVAL": 30,
     # Seconds between a running task's heartbeats.
     "TASK_HEARTBEAT_INTERVAL": 5.0,
     # A task whose heartbeat is older than this many seconds failed with its worker.

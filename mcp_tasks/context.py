@@ -63,7 +63,15 @@ class ContextBackend(Protocol):
 class _NoBackend:
     """Backend of a ``Context`` made outside any request or task."""
 
+    def __init__(self, task_id: str | None = None) -> None:
+        self.task_id = task_id
+
     def _missing(self) -> RuntimeError:
+        if self.task_id is not None:
+            return RuntimeError(
+                f"background task {self.task_id} has no task backend (TaskBackend): only the "
+                "task worker (manage.py rqworker, or the embedded worker) can ask its client"
+            )
         return RuntimeError(
             "this Context is not attached to a request or a background task, so it cannot "
             "reach a client"
@@ -113,7 +121,7 @@ class Context:
         headers: Mapping[str, str] | None = None,
         prepared: Any = None,
     ) -> None:
-        self._backend: ContextBackend = backend or _NoBackend()
+        self._backend: ContextBackend = backend or _NoBackend(task_id)
         self._request_id = request_id
         self._task_id = task_id
         self._session_id = session_id

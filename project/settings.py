@@ -152,9 +152,12 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
-        "mcp_tasks": {"level": os.environ.get("MCP_TASKS_LOG_LEVEL", "INFO")},
-        "project": {"level": "INFO"},
+        "mcp_tasks": {
+            "handlers": ["console"],
+            "level": os.environ.get("MCP_TASKS_LOG_LEVEL", "INFO"),
+            "propagate": False,
+        },
+        "project": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }

@@ -30,6 +30,7 @@ from ..models import LegacySession, Task, TaskSnapshot
 from ..protocol.constants import META_RELATED_TASK
 from ..runner import error_result, run_tool, validate_arguments
 from ..server import MCPServer, mcp
+from ..sessions import StoredSession
 from . import crypto, notify, service
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -68,14 +69,19 @@ class TaskWatch:
         self.changed = asyncio.Event()
         self.tool: asyncio.Task[Any] | None = None
         self.ended = False
+        self.listening = asyncio.Event()
 
     async def _listen(self) -> None:
         layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
         if layer is None:
+            self.listening.set()
             return
         channel = await layer.new_channel()
         group = groups.task_group(self.task_id)
-        await layer.group_add(group, channel)
+        try:
+            await layer.group_add(group, channel)
+        finally:
+            self.listening.set()  # joined, or failed to: either way the tool may start
         try:
             while True:
                 message = await layer.receive(channel)
@@ -102,12 +108,25 @@ class TaskWatch:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[TaskWatch]:
         helpers = [asyncio.ensure_future(self._listen()), asyncio.ensure_future(self._heartbeat())]
+        # Join the task's group before the tool runs, so no wake-up is missed.
+        await asyncio.wait(
+            [helpers[0], asyncio.ensure_future(self.listening.wait())],
+            timeout=5,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
         try:
             yield self
         finally:
             for helper in helpers:
                 helper.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
+                # A blocking channel-layer read may outlive its cancellation: don't wait for it.
+                helper.add_done_callback(_consume_exception)
+            await asyncio.wait(helpers, timeout=1)
+
+
+def _consume_exception(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 class TaskBackend:
@@ -254,6 +273,12 @@ def _access_token(data: Any) -> AccessToken | None:
     )
 
 
+async def _session(task: Task) -> StoredSession | None:
+    """The creating legacy session, while it still exists."""
+    row = await LegacySession.objects.filter(pk=task.session_id).afirst()
+    return StoredSession(row) if row is not None else None
+
+
 async def _user(scope: str) -> Any:
     if not scope.startswith("user:"):
         return None
@@ -288,7 +313,7 @@ async def execute(task_id: str, server: MCPServer) -> None:
         backend=TaskBackend(task, snapshot, watch),
         task_id=task.id,
         session_id=task.session_id,
-        session=task.session_id if snapshot.era == "legacy" else None,
+        session=await _session(task) if snapshot.era == "legacy" else None,
         origin_request_id=task.origin_request_id,
         protocol_version=snapshot.protocol_version,
         client_capabilities=snapshot.client_capabilities,

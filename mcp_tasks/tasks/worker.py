@@ -16,11 +16,10 @@ from typing import Any
 from django.db import close_old_connections
 from rq.worker import SimpleWorker, Worker
 
+from ..conf import get_config
 from . import service
 
 logger = logging.getLogger("mcp_tasks.tasks")
-
-MAINTENANCE_INTERVAL = 30
 
 
 def task_id_of(job: Any) -> str | None:
@@ -49,8 +48,13 @@ class TaskWorker(Worker):
     """rq's forking ``Worker`` that also keeps task rows truthful."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("maintenance_interval", MAINTENANCE_INTERVAL)
+        kwargs.setdefault("maintenance_interval", get_config()["TASK_MAINTENANCE_INTERVAL"])
         super().__init__(*args, **kwargs)
+
+    @property
+    def dequeue_timeout(self) -> int:
+        # An idle worker wakes up for maintenance at least this often (rq would wait minutes).
+        return max(1, min(int(super().dequeue_timeout), int(self.maintenance_interval)))
 
     def handle_work_horse_killed(self, job: Any, retpid: int, ret_val: int, rusage: Any) -> None:
         super().handle_work_horse_killed(job, retpid, ret_val, rusage)  # type: ignore[no-untyped-call]

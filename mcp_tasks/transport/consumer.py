@@ -63,6 +63,12 @@ LIST_CHANGED_FILTERS = {
 }
 
 
+def _consume_exception(task: asyncio.Future[Any]) -> None:
+    """A cancelled channel-layer read can still end with the layer's timeout: ignore it."""
+    if not task.cancelled():
+        task.exception()
+
+
 class McpConsumer(AsyncConsumer):
     """Serves ``POST``/``GET``/``DELETE`` on the MCP endpoint for ``server``."""
 
@@ -110,6 +116,7 @@ class McpConsumer(AsyncConsumer):
         finally:
             for task in (done, *pumps):
                 task.cancel()
+                task.add_done_callback(_consume_exception)
             if self.work is not None and not self.work.done():
                 self.work.cancel()
             await self._leave_groups()

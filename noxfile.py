@@ -1,0 +1,104 @@
+"""Test matrix: ``nox`` (what ``./scripts/test`` runs).
+
+- ``tests``: pytest on Python 3.11 + Django 5.2 and Python 3.13 + Django 6.1, each against
+  SQLite (embedded mode: in-memory channel layer) and PostgreSQL + Redis (services mode);
+- ``lint``: ruff check, ruff format --check, mypy.
+
+Arguments after ``--`` go to pytest: ``nox -s tests -- -k checks -x``.
+Environment: ``MCP_TASKS_TEST_DATABASES="sqlite"`` runs only the SQLite leg;
+``POSTGRES_URL`` / ``REDIS_URL`` point at other servers (defaults: local ones). When a service
+is not reachable its leg is skipped with a message, unless ``CI=true``: then it is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from urllib.parse import urlsplit, urlunsplit
+
+import nox
+import nox.command
+
+nox.options.sessions = ["tests", "lint"]
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = True
+
+CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+POSTGRES_URL = os.environ.get("POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+MATRIX = [("3.11", "5.2"), ("3.13", "6.1")]
+
+
+def _reachable(url: str, default_port: int) -> bool:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection(
+            (parts.hostname or "127.0.0.1", parts.port or default_port), 2
+        ):
+            return True
+    except OSError:
+        return False
+
+
+def _with_database(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+def _pytest(session: nox.Session, leg: str, env: dict[str, str | None]) -> bool:
+    """Run pytest for one leg; False when it failed. pytest's exit code 5 (no tests
+    collected) counts as a failure like any other non-zero code."""
+    session.log(f"--- {leg} ---")
+    try:
+        session.run("python", "-m", "pytest", *session.posargs, env=env)
+    except nox.command.CommandFailed:
+        session.warn(f"--- {leg}: FAILED ---")
+        return False
+    return True
+
+
+@nox.session
+@nox.parametrize(("python", "django"), MATRIX, ids=[f"py{py}-django{dj}" for py, dj in MATRIX])
+def tests(session: nox.Session, django: str) -> None:
+    session.install("-e", ".[test,postgres]", f"django~={django}.0")
+    session.run("python", "-m", "django", "--version", silent=False)
+    legs = os.environ.get("MCP_TASKS_TEST_DATABASES", "sqlite postgres").split()
+    base: dict[str, str | None] = {"PYTHONDONTWRITEBYTECODE": "1"}
+    failed: list[str] = []
+
+    if "sqlite" in legs:
+        # Embedded defaults: SQLite and the in-memory channel layer. Tests that need Redis
+        # still use the local one when reachable (see tests/conftest.py).
+        leg = "SQLite, in-memory channel layer"
+        if not _pytest(session, leg, {**base, "DATABASE_URL": None, "REDIS_URL": None}):
+            failed.append(leg)
+
+    if "postgres" in legs:
+        leg = "PostgreSQL, Redis channel layer"
+        missing = [
+            name
+            for name, url, port in (("PostgreSQL", POSTGRES_URL, 5432), ("Redis", REDIS_URL, 6379))
+            if not _reachable(url, port)
+        ]
+        if missing and CI:
+            failed.append(f"{leg} ({' and '.join(missing)} not reachable, and CI=true)")
+        elif missing:
+            session.warn(f"{' and '.join(missing)} not reachable: the {leg} leg is skipped")
+        else:
+            # pytest-django creates (and drops) test_<name>; one name per run keeps runs apart.
+            database = f"mcp_tasks_{session.python}_{uuid.uuid4().hex[:6]}".replace(".", "")
+            env = {**base, "DATABASE_URL": _with_database(POSTGRES_URL, database)}
+            if not _pytest(session, leg, {**env, "REDIS_URL": REDIS_URL}):
+                failed.append(leg)
+
+    if failed:
+        session.error(f"failed: {'; '.join(failed)}")
+
+
+@nox.session(python="3.13")
+def lint(session: nox.Session) -> None:
+    session.install("-e", ".[test,postgres]", "django~=6.1.0")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy")

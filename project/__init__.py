@@ -1,0 +1,1 @@
+"""The example project that serves the demo tools at ``/mcp``."""

@@ -1,0 +1,1 @@
+"""Demo tools, prompts and resources served by the example project."""

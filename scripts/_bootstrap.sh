@@ -1,0 +1,52 @@
+# Sourced by scripts/dev and scripts/test: make .venv (Python >= 3.11) with the project
+# installed (`pip install -e '.[test,postgres]'`), reinstalling only when pyproject.toml changes.
+# shellcheck shell=bash
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+
+log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
+
+# pyenv (when present) only exposes python3.X shims of the versions it is told about: make the
+# interpreters of the test matrix findable for nox.
+if command -v pyenv > /dev/null 2>&1 && [[ -z "${PYENV_VERSION:-}" ]]; then
+  versions=()
+  for minor in 3.11 3.12 3.13; do
+    v="$(pyenv versions --bare 2> /dev/null | grep -E "^${minor//./\\.}\.[0-9]+$" | sort -V | tail -n 1 || true)"
+    [[ -n "$v" ]] && versions+=("$v")
+  done
+  if ((${#versions[@]})); then
+    PYENV_VERSION="$(IFS=:; echo "${versions[*]}")"
+    export PYENV_VERSION
+  fi
+fi
+
+find_python() {
+  local candidate
+  for candidate in python3.11 python3.12 python3.13 python3; do
+    if command -v "$candidate" > /dev/null 2>&1 &&
+      "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2> /dev/null; then
+      command -v "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+bootstrap_venv() {
+  if [[ ! -x "$VENV/bin/python" ]]; then
+    local python
+    python="$(find_python)" || { log "Python >= 3.11 is needed"; exit 1; }
+    log "creating $VENV with $python"
+    "$python" -m venv "$VENV"
+  fi
+  local stamp
+  stamp="$VENV/.installed-$(sha256sum < "$ROOT/pyproject.toml" | cut -c1-16)"
+  if [[ ! -f "$stamp" ]]; then
+    log "installing the project into $VENV (pip install -e '.[test,postgres]')"
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+    "$VENV/bin/python" -m pip install --quiet -e "$ROOT[test,postgres]"
+    rm -f "$VENV"/.installed-*
+    touch "$stamp"
+  fi
+}

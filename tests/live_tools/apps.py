@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class LiveToolsConfig(AppConfig):
+    name = "tests.live_tools"
+    label = "live_tools"
+    verbose_name = "MCP tools for the live-server tests"
+
+    def ready(self) -> None:
+        from . import (  # noqa: F401  (importing registers the tools)
+            legacy_task_tools,
+            seed_tools,
+            task_tools,
+            tools,
+        )

@@ -1,0 +1,42 @@
+"""Settings of the live servers and rq workers the background-task tests start.
+
+``tests.live_settings`` (the example project plus the test tools and token verifier) with a
+few ``TASKS_*`` environment variables that shrink the engine's timings per process, so the
+worker-death and lost-job tests run in seconds instead of minutes:
+
+- ``TASKS_HEARTBEAT_INTERVAL``, ``TASKS_LOST_AFTER``, ``TASKS_REQUEUE_AFTER``,
+  ``TASKS_INPUT_HOLD_WINDOW``, ``TASKS_TTL``, ``TASKS_POLL_INTERVAL`` (seconds) →
+  ``MCP_TASKS["TASK_HEARTBEAT_INTERVAL"]`` …;
+- ``TASKS_LIFESPAN`` → ``MCP_TASKS["LIFESPAN"]``;
+- ``TASKS_SECRET_KEY_FALLBACKS`` (comma-separated) → ``SECRET_KEY_FALLBACKS``
+  (``DJANGO_SECRET_KEY`` already sets ``SECRET_KEY``).
+
+The token verifier also accepts ``short-<seconds>-<name>`` tokens that expire that many
+seconds after they are verified (see ``tests.live_tools.task_tools.verify``).
+"""
+
+import os
+
+from tests.live_settings import *  # noqa: F403
+from tests.live_settings import MCP_TASKS
+
+_SECONDS = {
+    "TASKS_HEARTBEAT_INTERVAL": "TASK_HEARTBEAT_INTERVAL",
+    "TASKS_LOST_AFTER": "TASK_LOST_AFTER",
+    "TASKS_REQUEUE_AFTER": "TASK_REQUEUE_AFTER",
+    "TASKS_INPUT_HOLD_WINDOW": "INPUT_HOLD_WINDOW",
+    "TASKS_TTL": "TASK_TTL",
+    "TASKS_POLL_INTERVAL": "TASK_POLL_INTERVAL",
+}
+
+MCP_TASKS = {
+    **MCP_TASKS,
+    "TOKEN_VERIFIER": "tests.live_tools.task_tools.verify",
+    **{key: float(os.environ[name]) for name, key in _SECONDS.items() if os.environ.get(name)},
+}
+if os.environ.get("TASKS_LIFESPAN"):
+    MCP_TASKS["LIFESPAN"] = os.environ["TASKS_LIFESPAN"]
+
+SECRET_KEY_FALLBACKS = [
+    key for key in os.environ.get("TASKS_SECRET_KEY_FALLBACKS", "").split(",") if key
+]

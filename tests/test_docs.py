@@ -1,0 +1,25 @@
+"""The README documents every setting once."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from mcp_tasks.conf import DEFAULTS
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+@pytest.mark.parametrize("key", sorted(DEFAULTS))
+def test_every_setting_is_in_the_readme_table(key: str) -> None:
+    rows = re.findall(rf"^\| `{key}` \|", README, flags=re.MULTILINE)
+    assert len(rows) == 1, f"add one row for MCP_TASKS[{key!r}] to the README's settings table"
+
+
+def test_the_readme_documents_no_unknown_setting() -> None:
+    section = README.split("## Settings", 1)[1].split("\n## ", 1)[0]
+    table = section.split("The example project reads", 1)[0]
+    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", table, flags=re.MULTILINE))
+    assert documented <= set(DEFAULTS), f"not in DEFAULTS: {sorted(documented - set(DEFAULTS))}"
