@@ -174,6 +174,7 @@ class InputRequest(models.Model):
     answered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "question"
         ordering = ["created_at", "id"]
         constraints = [
             models.UniqueConstraint(
