@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 import types
 import typing
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+import typing_extensions
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 T = TypeVar("T")
@@ -65,7 +67,23 @@ def _is_structured(response_type: Any) -> bool:
         return True
     if dataclasses.is_dataclass(response_type):
         return True
-    return typing.is_typeddict(response_type)
+    return typing_extensions.is_typeddict(response_type)
+
+
+def _pydantic_ready(response_type: Any) -> Any:
+    """Before Python 3.12 pydantic needs ``typing_extensions.TypedDict``: rebuild a
+    ``typing.TypedDict`` as one, keeping which keys are required."""
+    if sys.version_info >= (3, 12) or not typing.is_typeddict(response_type):
+        return response_type
+    if type(response_type).__module__ == "typing_extensions":
+        return response_type
+    hints = typing.get_type_hints(response_type, include_extras=True)
+    required = getattr(response_type, "__required_keys__", frozenset(hints))
+    fields = {
+        name: hint if name in required else typing_extensions.NotRequired[hint]
+        for name, hint in hints.items()
+    }
+    return typing_extensions.TypedDict(response_type.__name__, fields)  # type: ignore[operator]
 
 
 def _flatten(schema: dict[str, Any]) -> dict[str, Any]:
@@ -73,6 +91,14 @@ def _flatten(schema: dict[str, Any]) -> dict[str, Any]:
     defs = schema.pop("$defs", {})
 
     def resolve(node: dict[str, Any]) -> dict[str, Any]:
+        options = node.get("anyOf")
+        if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+            # Optional[X]: ask for X, not required (the SDK does the same).
+            rest = {
+                k: v for k, v in node.items() if k != "anyOf" and not (k == "default" and v is None)
+            }
+            (inner,) = [option for option in options if option != {"type": "null"}]
+            return resolve({**inner, **rest})
         if "$ref" in node:
             target = defs[node["$ref"].rsplit("/", 1)[-1]]
             merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
@@ -144,8 +170,11 @@ def elicitation_spec(response_type: Any) -> ElicitationSpec:
     if _is_scalar(response_type):
         inner = TypeAdapter(response_type).json_schema()
         schema = {"type": "object", "properties": {"value": inner}, "required": ["value"]}
+        if "$defs" in inner:  # e.g. list[SomeEnum]: hoist the definitions for _flatten
+            schema["$defs"] = inner.pop("$defs")
         return ElicitationSpec(response_type, _flatten(schema), wrapped=True)
     if _is_structured(response_type):
+        response_type = _pydantic_ready(response_type)
         schema = TypeAdapter(response_type).json_schema()
         return ElicitationSpec(response_type, _flatten(schema), wrapped=False)
     raise TypeError(

@@ -859,3 +859,26 @@ async def test_two_processes_and_a_worker_status_and_replies_cross_processes(
         assert identity["structuredContent"]["session_id"] == session.session_id
     finally:
         await session.close()
+
+
+@pytest.mark.redis
+async def test_waits_longer_than_the_redis_read_timeout_on_redis(
+    task_server: Any, rq_worker: Any, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    """A ``tasks/result`` and a GET stream that hear nothing for longer than the Redis
+    client's read timeout (5 s: redis-py's default, channels_redis' blocking-pop timeout)
+    still get the result and the status."""
+    stack = task_server(label="redis server")
+    rq_worker(stack)
+    session = Session(http, stack.mcp_url)
+    await session.open()
+    try:
+        stream = await session.listen()
+        task = await session.start("lt_wait", {"marker_dir": str(tmp_path), "seconds": 8})
+        result = await asyncio.wait_for(
+            session.result("tasks/result", {"taskId": task["taskId"]}), WAIT
+        )
+        assert result["content"][0]["text"] == "waited to the end"
+        await stream.wait_for(lambda _: "completed" in stream.statuses(task["taskId"]))
+    finally:
+        await session.close()
