@@ -275,7 +275,33 @@ def _check_channel_layer() -> list[CheckMessage]:
                 id="mcp_tasks.W001",
             )
         ]
-    return []
+    return _check_redis_read_timeout(layer)
+
+
+def _check_redis_read_timeout(layer: dict[str, Any]) -> list[CheckMessage]:
+    """W003: channels_redis blocks 5 s per read; redis-py's default socket timeout is 5 s."""
+    if layer.get("BACKEND") != "channels_redis.core.RedisChannelLayer":
+        return []
+    hosts = (layer.get("CONFIG") or {}).get("hosts") or []
+    short = [
+        host
+        for host in hosts
+        if not isinstance(host, dict) or (host.get("socket_timeout") or 0) <= 5
+    ]
+    if not short:
+        return []
+    return [
+        CheckWarning(
+            "A channels_redis host has no socket_timeout above 5 s. channels_redis blocks 5 s "
+            "on each read and redis-py times sockets out after 5 s by default, so idle "
+            "streams see read errors and wake-ups arrive late.",
+            hint=(
+                "Give each host a longer timeout: CONFIG = {'hosts': [{'address': REDIS_URL, "
+                "'socket_timeout': 15}]}."
+            ),
+            id="mcp_tasks.W003",
+        )
+    ]
 
 
 # -- W002: hosts and origins -----------------------------------------------------------------

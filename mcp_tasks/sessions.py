@@ -23,6 +23,7 @@ class StoredSession:
     def __init__(self, row: LegacySession) -> None:
         self._row = row
         self.id = row.id
+        self.principal_scope = row.principal_scope
         self.protocol_version = row.protocol_version
         self.client_capabilities: dict[str, Any] = dict(row.client_capabilities or {})
         self.client_info: dict[str, Any] = dict(row.client_info or {})

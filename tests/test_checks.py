@@ -17,7 +17,7 @@ IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 REDIS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"]},
+        "CONFIG": {"hosts": [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 15}]},
     }
 }
 
@@ -237,6 +237,28 @@ def test_in_process_layer_without_debug_is_w001() -> None:
 
 def test_in_memory_layer_with_debug_passes() -> None:
     with override_settings(CHANNEL_LAYERS=IN_MEMORY, DEBUG=True):
+        assert run() == []
+
+
+# -- W003 ------------------------------------------------------------------------------------
+
+REDIS_LAYER = "channels_redis.core.RedisChannelLayer"
+
+
+def test_redis_host_without_socket_timeout_is_w003() -> None:
+    layers = {
+        "default": {"BACKEND": REDIS_LAYER, "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"]}}
+    }
+    with override_settings(CHANNEL_LAYERS=layers):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.W003"]
+    assert "socket_timeout" in (messages[0].hint or "")
+
+
+def test_redis_host_with_long_socket_timeout_passes() -> None:
+    host = {"address": "redis://127.0.0.1:6379/0", "socket_timeout": 15}
+    layers = {"default": {"BACKEND": REDIS_LAYER, "CONFIG": {"hosts": [host]}}}
+    with override_settings(CHANNEL_LAYERS=layers):
         assert run() == []
 
 

@@ -114,20 +114,36 @@ async def cancel_task(
     return legacy_task(task)
 
 
-async def _relay(task: Task, request: InputRequest, info: RequestInfo, sink: Sink) -> None:
-    """Send one of the task's questions on this stream; the reply goes to the one answer path."""
-    params = {**request.params, "_meta": related(task.id)}
+async def _relay(task_id: str, request: InputRequest, principal_scope: str, sink: Sink) -> None:
+    """Send one of the task's questions on a stream; the reply goes to the one answer path."""
+    params = {**request.params, "_meta": related(task_id)}
     try:
         reply = await sink.request(request.method, params)
     except ToolError as exc:
-        logger.info("question %s of task %s was not answered: %s", request.key, task.id, exc)
+        logger.info("question %s of task %s was not answered: %s", request.key, task_id, exc)
         return
     try:
         await db(service.answer)(
-            task.id, request.key, reply, principal_scope=info.principal.scope, answered_by="client"
+            task_id, request.key, reply, principal_scope=principal_scope, answered_by="client"
         )
     except service.InvalidAnswer as exc:
-        logger.info("ignored an invalid answer to %s of task %s: %s", request.key, task.id, exc)
+        logger.info("ignored an invalid answer to %s of task %s: %s", request.key, task_id, exc)
+
+
+async def relay_questions(
+    task_id: str, principal_scope: str, sink: Sink, relayed: dict[str, asyncio.Task[None]]
+) -> None:
+    """Send the task's waiting questions that this stream has not sent yet."""
+
+    def waiting() -> list[InputRequest]:
+        task = Task.objects.filter(pk=task_id, principal_scope=principal_scope).first()
+        return service.outstanding_requests(task) if task is not None else []
+
+    for request in await db(waiting)():
+        if request.key not in relayed:
+            relayed[request.key] = asyncio.ensure_future(
+                _relay(task_id, request, principal_scope, sink)
+            )
 
 
 async def task_result(
@@ -140,11 +156,7 @@ async def task_result(
     try:
         while not task.is_terminal:
             if task.status == "input_required":
-                for request in await db(service.outstanding_requests)(task):
-                    if request.key not in relayed:
-                        relayed[request.key] = asyncio.ensure_future(
-                            _relay(task, request, info, sink)
-                        )
+                await relay_questions(task.id, info.principal.scope, sink, relayed)
             await sink.wait_for_task(
                 task.id, timeout=max((task.poll_interval_ms or 1000) / 1000, 1.0) * 5
             )

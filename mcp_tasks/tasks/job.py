@@ -84,7 +84,14 @@ class TaskWatch:
             self.listening.set()  # joined, or failed to: either way the tool may start
         try:
             while True:
-                message = await layer.receive(channel)
+                try:
+                    message = await layer.receive(channel)
+                except Exception:  # Redis hiccup or read timeout: the heartbeat still polls
+                    logger.warning(
+                        "task %s: channel layer read failed", self.task_id, exc_info=True
+                    )
+                    await asyncio.sleep(1)
+                    continue
                 self._seen(message.get("status"))
         finally:
             with contextlib.suppress(Exception):
@@ -169,6 +176,7 @@ class TaskBackend:
         params: dict[str, Any] = {"level": level, "data": data}
         if logger_name:
             params["logger"] = logger_name
+        params["_meta"] = {META_RELATED_TASK: {"taskId": self.task.id}}
         await _send(groups.session_group(self.task.session_id), "notifications/message", params)
 
     async def ask(self, questions: list[Question]) -> list[dict[str, Any]]:
@@ -200,7 +208,8 @@ class TaskBackend:
             answer is None for key, answer in zip(keys, answers, strict=True) if key is not None
         ):
             try:
-                await notify.apublish_task_change(self.task.id, "input_required")
+                session_id = self.task.session_id if self.snapshot.era == "legacy" else None
+                await notify.apublish_task_change(self.task.id, "input_required", session_id)
             except Exception:
                 logger.exception("could not announce the questions of task %s", self.task.id)
                 for key in keys:

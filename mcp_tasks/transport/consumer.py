@@ -33,7 +33,7 @@ from ..protocol.constants import (
     http_status_for,
     is_modern,
 )
-from ..protocol.legacy_tasks import legacy_task_status
+from ..protocol.legacy_tasks import legacy_task_status, relay_questions
 from ..protocol.tasks import owned_task_ids, require_tasks_capability, watched_task
 from ..server import MCPServer, mcp
 from ..sessions import StoredSession, create_session, end_session, load_session
@@ -90,6 +90,7 @@ class McpConsumer(AsyncConsumer):
         self.resumed_up_to = 0
         self.resume_lock = asyncio.Lock()
         self.task_changed = asyncio.Event()
+        self.relayed: dict[str, asyncio.Task[None]] = {}  # task questions sent on this stream
         self.session_stream: StoredSession | None = None  # set on a legacy GET stream
 
     # -- ASGI plumbing --------------------------------------------------------------------
@@ -99,6 +100,7 @@ class McpConsumer(AsyncConsumer):
         self.base_send = send
         self.stream = ResponseStream(send)
         self.channel_layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
+        self._receive = receive
         sources = [receive]
         if self.channel_layer is not None:
             # Named before any message is handled: handlers join groups with it.
@@ -119,13 +121,26 @@ class McpConsumer(AsyncConsumer):
                 task.add_done_callback(_consume_exception)
             if self.work is not None and not self.work.done():
                 self.work.cancel()
+            for relay in self.relayed.values():
+                relay.cancel()
             await self._leave_groups()
 
     async def _pump(self, source: Any) -> None:
         """Dispatch messages from one source (ASGI or the channel layer); the ASGI pump
         stops at ``http.disconnect``."""
         while True:
-            message = await source()
+            try:
+                message = await source()
+            except Exception:
+                if source is self._receive:
+                    raise
+                # A channel-layer read failed (e.g. redis-py's socket timeout, or Redis
+                # restarting): the request goes on; wake-ups resume when the layer is back.
+                logger.warning("channel layer read failed; retrying", exc_info=True)
+                # (redis-py's default 5 s socket timeout equals channels_redis' blocking read:
+                # configure socket_timeout above it, see system check mcp_tasks.W003.)
+                await asyncio.sleep(0.5)
+                continue
             await self.dispatch(message)
             if message.get("type") == "http.disconnect":
                 return
@@ -187,6 +202,12 @@ class McpConsumer(AsyncConsumer):
                 await self.stream.event(
                     {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": status}
                 )
+                if status["status"] == "input_required":
+                    # Clients that poll tasks/get (FastMCP 3) expect the task's questions on
+                    # the GET stream; the first answer from any stream wins.
+                    await relay_questions(
+                        message["task_id"], self.session_stream.principal_scope, self, self.relayed
+                    )
 
     async def mcp_stream(self, message: dict[str, Any]) -> None:
         """An event of the stream this ``GET`` resumes."""
