@@ -153,6 +153,10 @@ def check_standard_headers(
         return
     header_name = _header_once(headers, "mcp-name")
     if header_name is None:
+        if method.startswith("tasks/"):
+            # The tasks extension says clients MUST send it, but a widely used client
+            # (fastmcp-tasks 4.1) does not: accept its absence, never a mismatch.
+            return
         raise ProtocolError(HEADER_MISMATCH, "Header mismatch: Mcp-Name header is missing")
     body_value = params.get(field)
     if decode_header_value(header_name) != body_value:

@@ -53,9 +53,11 @@ def unseal(token: str) -> Any:
     if version != _VERSION:
         raise SnapshotDecryptionError("unknown snapshot format")
     try:
-        data = base64.urlsafe_b64decode(body)
+        data = base64.b64decode(body, altchars=b"-_", validate=True)
     except ValueError as exc:
-        raise SnapshotDecryptionError("corrupt snapshot") from exc
+        raise SnapshotDecryptionError("the task's context snapshot is corrupt") from exc
+    if len(data) < 12 + 16:  # nonce + GCM tag
+        raise SnapshotDecryptionError("the task's context snapshot is corrupt")
     nonce, ciphertext = data[:12], data[12:]
     for key in _keys():
         try:

@@ -55,9 +55,9 @@ def _loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def run_task(task_id: str, server: MCPServer | None = None) -> None:
-    """rq entry point (``mcp_tasks.tasks.job.run_task``)."""
-    _loop().run_until_complete(execute(task_id, server or mcp))
+def run_task(task_id: str, run: int | None = None, server: MCPServer | None = None) -> None:
+    """rq entry point (``mcp_tasks.tasks.job.run_task``): job number ``run`` of the task."""
+    _loop().run_until_complete(execute(task_id, server or mcp, run))
 
 
 class TaskWatch:
@@ -126,9 +126,10 @@ class TaskWatch:
         finally:
             for helper in helpers:
                 helper.cancel()
-                # A blocking channel-layer read may outlive its cancellation: don't wait for it.
                 helper.add_done_callback(_consume_exception)
-            await asyncio.wait(helpers, timeout=1)
+            # Only the heartbeat is awaited: a blocking channel-layer read can outlive its
+            # cancellation by seconds (channels_redis' BRPOP), and the job need not wait.
+            await asyncio.wait(helpers[1:], timeout=1)
 
 
 def _consume_exception(task: asyncio.Future[Any]) -> None:
@@ -296,9 +297,9 @@ async def _user(scope: str) -> Any:
     return await get_user_model()._default_manager.filter(pk=scope.split(":", 1)[1]).afirst()
 
 
-async def execute(task_id: str, server: MCPServer) -> None:
+async def execute(task_id: str, server: MCPServer, run: int | None = None) -> None:
     """Run one job of ``task_id`` to its end: a result, an error, or a suspension."""
-    task = await db(service.begin_run)(task_id, worker_name())
+    task = await db(service.begin_run)(task_id, worker_name(), run)
     if task is None:
         return
     fail = db(service.fail)

@@ -35,7 +35,7 @@ def enqueue(task: Task) -> None:
     queue = get_queue(task.queue)
     job = Job.create(
         JOB_FUNCTION,
-        args=(task.id,),
+        args=(task.id, task.runs),
         id=task.job_id,
         connection=queue.connection,
         timeout=task.job_timeout,

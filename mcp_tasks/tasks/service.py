@@ -172,14 +172,15 @@ def snapshot_secrets(task: Task) -> dict[str, Any]:
 # -- the worker's transitions -----------------------------------------------------------
 
 
-def begin_run(task_id: str, worker_name: str) -> Task | None:
-    """A job starts working on the task; None when there is nothing to do."""
+def begin_run(task_id: str, worker_name: str, run: int | None = None) -> Task | None:
+    """Job number ``run`` starts working on the task; None when there is nothing to do
+    (the task ended, waits for answers, or a newer job replaced this one)."""
     with transaction.atomic():
         try:
             task = _locked(task_id)
         except Task.DoesNotExist:
             return None
-        if task.is_terminal:
+        if task.is_terminal or (run is not None and run != task.runs):
             return None
         if task.input_requests.filter(status=InputRequestStatus.PENDING).exists():
             return None  # still waiting for answers: a later job resumes it
@@ -319,18 +320,31 @@ def check_liveness(task: Task) -> bool:
                 f"{config['TASK_LOST_AFTER']:g}s)",
             )
         return False
-    if now - task.updated_at > timedelta(
-        seconds=config["TASK_REQUEUE_AFTER"]
-    ) and not queue.job_exists(task):
-        return requeue(task.id)
+    if _job_lost(task):
+        return requeue_lost(task.id)
     return False
 
 
-def requeue(task_id: str) -> bool:
-    """Queue a new job for a task that is waiting to run (or to resume)."""
+def _job_lost(task: Task) -> bool:
+    """Queued (never started this run) for too long, and rq no longer knows the job."""
+    waited = timezone.now() - task.updated_at
+    return (
+        task.status == TaskStatus.WORKING
+        and task.heartbeat_at is None
+        and waited > timedelta(seconds=get_config()["TASK_REQUEUE_AFTER"])
+        and not queue.job_exists(task)
+    )
+
+
+def requeue_lost(task_id: str) -> bool:
+    """Queue a new job for a task whose job was lost (Redis restarted without persistence).
+
+    Checked again under the row lock, so two processes noticing the loss at once queue
+    one job, not two.
+    """
     with transaction.atomic():
         task = _locked(task_id)
-        if task.is_terminal:
+        if task.is_terminal or not _job_lost(task):
             return False
         _touch(task, runs=task.runs + 1, heartbeat_at=None)
         transaction.on_commit(lambda: queue.enqueue(task))
@@ -350,8 +364,8 @@ def recover_stalled() -> int:
 
 def purge_expired() -> int:
     """Delete tasks past their TTL (with their snapshots, logs and questions)."""
-    deleted, _ = Task.objects.filter(expires_at__lte=timezone.now()).delete()
-    return deleted
+    _, per_model = Task.objects.filter(expires_at__lte=timezone.now()).delete()
+    return per_model.get(Task._meta.label, 0)
 
 
 # -- questions (input requests) ---------------------------------------------------------
