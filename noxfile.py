@@ -1,13 +1,19 @@
 """Test matrix: ``nox`` (what ``./scripts/test`` runs).
 
-- ``tests``: pytest on Python 3.11 + Django 5.2 and Python 3.13 + Django 6.1, each against
-  SQLite (embedded mode: in-memory channel layer) and PostgreSQL + Redis (services mode);
+- ``tests``: pytest on **Python 3.11 + Django 5.2** on SQLite (embedded mode: in-process
+  channel layer and queue) and on **Python 3.13 + Django 6.1** on PostgreSQL + Redis
+  (services mode). Every combination and both databases are covered once; the whole suite
+  runs twice, which keeps CI within its time. ``MCP_TASKS_TEST_MATRIX=full`` runs both
+  databases on both combinations (four runs).
 - ``lint``: ruff check, ruff format --check, mypy.
 
 Arguments after ``--`` go to pytest: ``nox -s tests -- -k checks -x``.
-Environment: ``MCP_TASKS_TEST_DATABASES="sqlite"`` runs only the SQLite leg;
-``POSTGRES_URL`` / ``REDIS_URL`` point at other servers (defaults: local ones). When a service
-is not reachable its leg is skipped with a message, unless ``CI=true``: then it is a failure.
+pytest runs on two pytest-xdist workers (``--dist loadfile``); ``MCP_TASKS_TEST_WORKERS=0``
+runs it in one process, ``=4`` on four.
+Environment: ``MCP_TASKS_TEST_DATABASES="sqlite"`` (or ``"postgres"``, or both) picks the
+legs of every session; ``POSTGRES_URL`` / ``REDIS_URL`` point at other servers (defaults:
+local ones). When a service is not reachable its leg is skipped with a message, unless
+``CI=true``: then it is a failure.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 POSTGRES_URL = os.environ.get("POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 
-MATRIX = [("3.11", "5.2"), ("3.13", "6.1")]
+# (python, django, databases of the default matrix)
+MATRIX = [("3.11", "5.2", "sqlite"), ("3.13", "6.1", "postgres")]
 
 
 def _reachable(url: str, default_port: int) -> bool:
@@ -50,8 +57,14 @@ def _pytest(session: nox.Session, leg: str, env: dict[str, str | None]) -> bool:
     """Run pytest for one leg; False when it failed. pytest's exit code 5 (no tests
     collected) counts as a failure like any other non-zero code."""
     session.log(f"--- {leg} ---")
+    workers = os.environ.get("MCP_TASKS_TEST_WORKERS", "2")
+    # Most tests wait on subprocesses (live servers, rq workers): two pytest-xdist workers
+    # roughly halve the time on two cores. One file stays on one worker (module fixtures).
+    parallel = ["-n", workers, "--dist", "loadfile"] if workers not in ("", "0", "1") else []
     try:
-        session.run("python", "-m", "pytest", *session.posargs, env=env)
+        session.run(
+            "python", "-m", "pytest", "--durations=15", *parallel, *session.posargs, env=env
+        )
     except nox.command.CommandFailed:
         session.warn(f"--- {leg}: FAILED ---")
         return False
@@ -59,18 +72,24 @@ def _pytest(session: nox.Session, leg: str, env: dict[str, str | None]) -> bool:
 
 
 @nox.session
-@nox.parametrize(("python", "django"), MATRIX, ids=[f"py{py}-django{dj}" for py, dj in MATRIX])
-def tests(session: nox.Session, django: str) -> None:
+@nox.parametrize(
+    ("python", "django", "databases"),
+    MATRIX,
+    ids=[f"py{py}-django{dj}" for py, dj, _ in MATRIX],
+)
+def tests(session: nox.Session, django: str, databases: str) -> None:
     session.install("-e", ".[test,postgres]", f"django~={django}.0")
     session.run("python", "-m", "django", "--version", silent=False)
-    legs = os.environ.get("MCP_TASKS_TEST_DATABASES", "sqlite postgres").split()
+    if os.environ.get("MCP_TASKS_TEST_MATRIX") == "full":
+        databases = "sqlite postgres"
+    legs = os.environ.get("MCP_TASKS_TEST_DATABASES", databases).split()
     base: dict[str, str | None] = {"PYTHONDONTWRITEBYTECODE": "1"}
     failed: list[str] = []
 
     if "sqlite" in legs:
-        # Embedded defaults: SQLite and the in-memory channel layer. Tests that need Redis
-        # still use the local one when reachable (see tests/conftest.py).
-        leg = "SQLite, in-memory channel layer"
+        # Embedded defaults: SQLite, in-process channel layer and queue. Tests that need
+        # Redis still use the local one when reachable (see tests/conftest.py).
+        leg = "SQLite, embedded mode"
         if not _pytest(session, leg, {**base, "DATABASE_URL": None, "REDIS_URL": None}):
             failed.append(leg)
 

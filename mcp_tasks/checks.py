@@ -254,7 +254,8 @@ def _check_channel_layer() -> list[CheckMessage]:
                 "streams and waiting calls through it.",
                 hint=(
                     f"Add CHANNEL_LAYERS = {{{alias!r}: {{'BACKEND': "
-                    "'channels_redis.core.RedisChannelLayer', 'CONFIG': {'hosts': [REDIS_URL]}}} "
+                    "'channels_redis.core.RedisChannelLayer', 'CONFIG': {'hosts': "
+                    "[{'address': REDIS_URL, 'socket_timeout': 15}]}}} "
                     f"(or '{_IN_MEMORY_LAYER}' for a single development process), or set "
                     "MCP_TASKS['CHANNEL_LAYER'] to an alias you have."
                 ),

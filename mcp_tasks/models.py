@@ -172,6 +172,9 @@ class InputRequest(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
     answered_at = models.DateTimeField(null=True, blank=True)
+    relayed_at = models.DateTimeField(
+        null=True, blank=True, help_text="2025-11-25 sessions: when a stream sent it to the client."
+    )
 
     class Meta:
         verbose_name = "question"

@@ -107,7 +107,10 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # socket_timeout above channels_redis' 5 s blocking read: redis-py's own default
             # is 5 s, which would time idle reads out (system check mcp_tasks.W003).
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "prefix": REDIS_PREFIX},
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+                "prefix": REDIS_PREFIX,
+            },
         }
     }
 else:

@@ -5,6 +5,7 @@ few ``TASKS_*`` environment variables that shrink the engine's timings per proce
 worker-death and lost-job tests run in seconds instead of minutes:
 
 - ``TASKS_HEARTBEAT_INTERVAL``, ``TASKS_LOST_AFTER``, ``TASKS_REQUEUE_AFTER``,
+  ``TASKS_MAINTENANCE_INTERVAL``,
   ``TASKS_INPUT_HOLD_WINDOW``, ``TASKS_TTL``, ``TASKS_POLL_INTERVAL`` (seconds) →
   ``MCP_TASKS["TASK_HEARTBEAT_INTERVAL"]`` …;
 - ``TASKS_LIFESPAN`` → ``MCP_TASKS["LIFESPAN"]``;
@@ -27,6 +28,7 @@ _SECONDS = {
     "TASKS_INPUT_HOLD_WINDOW": "INPUT_HOLD_WINDOW",
     "TASKS_TTL": "TASK_TTL",
     "TASKS_POLL_INTERVAL": "TASK_POLL_INTERVAL",
+    "TASKS_MAINTENANCE_INTERVAL": "TASK_MAINTENANCE_INTERVAL",
 }
 
 MCP_TASKS = {

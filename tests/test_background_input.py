@@ -31,7 +31,6 @@ from typing import Any
 import httpx
 import pytest
 
-from mcp_tasks.tasks.worker import MAINTENANCE_INTERVAL
 from tests.conftest import ROOT, LiveServer
 from tests.task_driver import (
     TaskDriver,
@@ -68,7 +67,11 @@ def stack(task_server: ServerFactory, rq_worker: WorkerFactory) -> Callable[...,
     """``stack(hold=..., input_timeout=None)``: a live server and ONE rq worker."""
 
     def start(*, hold: str, input_timeout: str | None = None) -> LiveServer:
-        env = {"DJANGO_SETTINGS_MODULE": SEED_SETTINGS, "TASKS_INPUT_HOLD_WINDOW": hold}
+        env = {
+            "DJANGO_SETTINGS_MODULE": SEED_SETTINGS,
+            "TASKS_INPUT_HOLD_WINDOW": hold,
+            "TASKS_MAINTENANCE_INTERVAL": str(MAINTENANCE_INTERVAL),
+        }
         if input_timeout is not None:
             env["SEED_INPUT_TIMEOUT"] = input_timeout
         server = task_server(env)
@@ -76,6 +79,10 @@ def stack(task_server: ServerFactory, rq_worker: WorkerFactory) -> Callable[...,
         return server
 
     return start
+
+
+#: The workers' housekeeping period in these tests (TASK_MAINTENANCE_INTERVAL), seconds.
+MAINTENANCE_INTERVAL = 2
 
 
 def client_for(
@@ -324,7 +331,7 @@ async def test_idle_worker_times_out_questions_without_a_cron(
     stack: Callable[..., LiveServer], http: httpx.AsyncClient
 ) -> None:
     """With only ``manage.py rqworker`` running (no ``mcp_tasks_cleanup`` cron), the worker's
-    own housekeeping (every ``MAINTENANCE_INTERVAL`` seconds) times the question out."""
+    own housekeeping (every TASK_MAINTENANCE_INTERVAL seconds) times the question out."""
     server = stack(hold=SHORT_HOLD, input_timeout="1")
     client = client_for(http, server, "elicitation")
     task_id = await client.call("bg_ask_or_cancel")

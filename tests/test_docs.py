@@ -23,3 +23,10 @@ def test_the_readme_documents_no_unknown_setting() -> None:
     table = section.split("The example project reads", 1)[0]
     documented = set(re.findall(r"^\| `([A-Z_]+)` \|", table, flags=re.MULTILINE))
     assert documented <= set(DEFAULTS), f"not in DEFAULTS: {sorted(documented - set(DEFAULTS))}"
+
+
+def test_every_system_check_id_is_in_the_readme_table() -> None:
+    source = (Path(__file__).resolve().parent.parent / "mcp_tasks" / "checks.py").read_text()
+    ids = set(re.findall(r'id="(mcp_tasks\.[EW]\d{3})"', source))
+    documented = set(re.findall(r"^\| `(mcp_tasks\.[EW]\d{3})` \|", README, flags=re.MULTILINE))
+    assert ids == documented

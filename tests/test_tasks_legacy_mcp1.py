@@ -135,8 +135,9 @@ def test_elicitation_through_tasks_result(
 ) -> None:
     out = run(mcp1_client, "elicit", server.mcp_url, kind=kind, reply=reply)
     task_id = out["task_id"]
-    assert out["polls"][-1]["status"] == "input_required"
-    assert out["polls"][-1]["statusMessage"] == f"Task asks for a {kind}"
+    # The question goes out once, on whichever of the session's streams gets it first (the
+    # GET stream or tasks/result), so polling may or may not see input_required before it
+    # is answered.
     assert len(out["asked"]) == 1
     asked = out["asked"][0]
     assert asked["params"]["message"] == f"Task asks for a {kind}"
@@ -162,7 +163,6 @@ def test_elicitation_when_the_client_waits_in_tasks_result_at_once(
 def test_sampling_through_tasks_result(mcp1_client: LegacyClient, server: LiveServer) -> None:
     out = run(mcp1_client, "sample", server.mcp_url)
     task_id = out["task_id"]
-    assert out["polls"][-1]["status"] == "input_required"
     (asked,) = out["asked"]
     assert asked["method"] == "sampling/createMessage"
     assert related(asked["params"]) == task_id

@@ -115,11 +115,17 @@ async def cancel_task(
 
 
 async def _relay(task_id: str, request: InputRequest, principal_scope: str, sink: Sink) -> None:
-    """Send one of the task's questions on a stream; the reply goes to the one answer path."""
+    """Send one of the task's questions on a stream (unless another stream already has);
+    the reply goes to the one answer path."""
+    if not await db(service.claim_relay)(task_id, request.key):
+        return
     params = {**request.params, "_meta": related(task_id)}
     try:
         reply = await sink.request(request.method, params)
-    except ToolError as exc:
+    except (ToolError, asyncio.CancelledError) as exc:
+        await db(service.release_relay)(task_id, request.key)
+        if isinstance(exc, asyncio.CancelledError):
+            raise
         logger.info("question %s of task %s was not answered: %s", request.key, task_id, exc)
         return
     try:

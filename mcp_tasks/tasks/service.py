@@ -487,6 +487,22 @@ def release(task_id: str) -> bool:
     return False
 
 
+def claim_relay(task_id: str, key: str) -> bool:
+    """Reserve a waiting question for one stream to send (a 2025-11-25 session has a
+    ``tasks/result`` stream and a GET stream; the client should be asked once)."""
+    claimed = InputRequest.objects.filter(
+        task_id=task_id, key=key, status=InputRequestStatus.PENDING, relayed_at__isnull=True
+    ).update(relayed_at=timezone.now())
+    return bool(claimed)
+
+
+def release_relay(task_id: str, key: str) -> None:
+    """The stream that sent the question ended without an answer: another may send it."""
+    InputRequest.objects.filter(task_id=task_id, key=key, status=InputRequestStatus.PENDING).update(
+        relayed_at=None
+    )
+
+
 def validate_answer(request: InputRequest, response: Any) -> dict[str, Any]:
     """Check an answer against its question; raises :class:`InvalidAnswer`."""
     import jsonschema  # type: ignore[import-untyped]
