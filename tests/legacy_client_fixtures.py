@@ -153,7 +153,7 @@ class LegacyClient:
         except subprocess.TimeoutExpired as exc:
             pytest.fail(
                 f"{self.name} client {script} did not finish within {timeout:g}s\n"
-                f"--- stdout\n{exc.stdout}\n--- stderr\n{exc.stderr}",
+                f"--- stdout\n{exc.stdout!r}\n--- stderr\n{exc.stderr!r}",
                 pytrace=False,
             )
         return self._parsed(script, done.returncode, done.stdout, done.stderr)

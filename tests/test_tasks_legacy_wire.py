@@ -40,7 +40,7 @@ STATUSES = {"working", "input_required", *TERMINAL}
 LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 #: Longest a test waits for something the server does (a safety net, never a measurement).
 WAIT = 60.0
-CLIENT_CAPS = {"elicitation": {"form": {}}, "sampling": {}}
+CLIENT_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}}
 
 
 # -- raw 2025-11-25 sessions ---------------------------------------------------------------------
@@ -133,7 +133,8 @@ class Session:
             headers=self.headers(),
         )
         assert done.status_code == 202, done.text
-        return final_message(response)["result"]
+        result: dict[str, Any] = final_message(response)["result"]
+        return result
 
     async def send(
         self, method: str, params: dict[str, Any] | None = None, *, url: str | None = None
@@ -154,14 +155,16 @@ class Session:
     ) -> dict[str, Any]:
         message = await self.send(method, params, **kwargs)
         assert "result" in message, f"{method} failed: {message}"
-        return message["result"]
+        result: dict[str, Any] = message["result"]
+        return result
 
     async def error(
         self, method: str, params: dict[str, Any] | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         message = await self.send(method, params, **kwargs)
         assert "error" in message, f"{method} did not fail: {message}"
-        return message["error"]
+        error: dict[str, Any] = message["error"]
+        return error
 
     async def start(
         self,
@@ -181,7 +184,8 @@ class Session:
             params["_meta"] = meta
         result = await self.result("tools/call", params)
         assert set(result) == {"task"}, result
-        return result["task"]
+        task: dict[str, Any] = result["task"]
+        return task
 
     async def wait_terminal(self, task_id: str) -> dict[str, Any]:
         """``tasks/get`` until the task is terminal (pacing by its ``pollInterval``)."""
