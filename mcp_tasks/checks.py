@@ -309,18 +309,14 @@ def _check_redis_read_timeout(layer: dict[str, Any]) -> list[CheckMessage]:
 
 
 def _check_hosts() -> list[CheckMessage]:
-    if "*" not in settings.ALLOWED_HOSTS or get_config()["ALLOWED_ORIGINS"]:
+    if "*" not in settings.ALLOWED_HOSTS:
         return []
     return [
         CheckWarning(
-            "ALLOWED_HOSTS contains '*' and MCP_TASKS['ALLOWED_ORIGINS'] is empty: the MCP "
-            "endpoint then accepts browser requests for any host name, which leaves it open "
-            "to DNS-rebinding attacks from web pages.",
-            hint=(
-                "List your real host names in ALLOWED_HOSTS, and set "
-                "MCP_TASKS['ALLOWED_ORIGINS'] to the browser origins allowed to call the "
-                "endpoint (e.g. ['https://app.example.com'])."
-            ),
+            "ALLOWED_HOSTS contains '*': the MCP endpoint then accepts any Host header, so a "
+            "web page whose domain is re-bound to your server (DNS rebinding) can call it as "
+            "its own origin. MCP_TASKS['ALLOWED_ORIGINS'] cannot close that hole.",
+            hint="List your real host names in ALLOWED_HOSTS (e.g. ['mcp.example.com']).",
             id="mcp_tasks.W002",
         )
     ]

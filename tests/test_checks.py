@@ -265,17 +265,23 @@ def test_redis_host_with_long_socket_timeout_passes() -> None:
 # -- W002 ------------------------------------------------------------------------------------
 
 
-def test_wildcard_allowed_hosts_without_origins_is_w002() -> None:
+def test_wildcard_allowed_hosts_is_w002() -> None:
     with override_settings(ALLOWED_HOSTS=["*"]):
         messages = run()
     assert [m.id for m in messages] == ["mcp_tasks.W002"]
-    assert "ALLOWED_ORIGINS" in (messages[0].hint or "")
+    assert "ALLOWED_HOSTS" in (messages[0].hint or "")
 
 
-def test_wildcard_allowed_hosts_with_origins_passes() -> None:
+def test_wildcard_allowed_hosts_is_w002_even_with_allowed_origins() -> None:
+    # Same-origin requests are allowed, and with '*' any rebound domain is "same origin".
     with override_settings(
         ALLOWED_HOSTS=["*"], MCP_TASKS={"ALLOWED_ORIGINS": ["https://app.example.com"]}
     ):
+        assert ids() == ["mcp_tasks.W002"]
+
+
+def test_listed_allowed_hosts_pass() -> None:
+    with override_settings(ALLOWED_HOSTS=["mcp.example.com"]):
         assert run() == []
 
 
