@@ -27,7 +27,7 @@ from .constants import (
     METHOD_NOT_FOUND,
 )
 from .request import RequestInfo, Sink
-from .tasks import NOT_FOUND, iso
+from .tasks import NOT_FOUND, task_fields
 
 logger = logging.getLogger("mcp_tasks.protocol")
 
@@ -35,27 +35,9 @@ PAGE_SIZE = 50
 _CURSOR_SALT = "mcp_tasks.tasks_list_cursor"
 
 
-def legacy_status(task: Task) -> str:
-    """2025-11-25 counts a tool result with ``isError`` as ``failed``."""
-    if task.status == "completed" and isinstance(task.result, dict) and task.result.get("isError"):
-        return "failed"
-    return task.status
-
-
 def legacy_task(task: Task) -> dict[str, Any]:
     """The ``Task`` object of 2025-11-25."""
-    fields: dict[str, Any] = {
-        "taskId": task.id,
-        "status": legacy_status(task),
-        "createdAt": iso(task.created_at),
-        "lastUpdatedAt": iso(task.updated_at),
-        "ttl": task.ttl_ms,
-    }
-    if task.status_message:
-        fields["statusMessage"] = task.status_message
-    if task.poll_interval_ms is not None:
-        fields["pollInterval"] = task.poll_interval_ms
-    return fields
+    return task_fields(task, legacy=True)
 
 
 def related(task_id: str) -> dict[str, Any]:
@@ -108,7 +90,7 @@ async def cancel_task(
     task = await _task(info, params, "tasks/cancel")
     if task.is_terminal:
         raise ProtocolError(
-            INVALID_PARAMS, f"Cannot cancel task in terminal state '{legacy_status(task)}'"
+            INVALID_PARAMS, f"Cannot cancel task in terminal state '{legacy_task(task)['status']}'"
         )
     task = await db(service.cancel)(task.id, info.principal.scope)
     return legacy_task(task)

@@ -34,19 +34,31 @@ def iso(moment: datetime | None) -> str | None:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def task_fields(task: Task) -> dict[str, Any]:
-    """The ``Task`` object shared by ``CreateTaskResult``, ``tasks/get`` and notifications."""
+def task_fields(task: Task, *, legacy: bool = False) -> dict[str, Any]:
+    """The ``Task`` object shared by ``CreateTaskResult``, ``tasks/get`` and notifications.
+
+    ``legacy``: the 2025-11-25 shape (``ttl``/``pollInterval``, and a tool result with
+    ``isError`` counts as ``failed``).
+    """
+    status = task.status
+    if (
+        legacy
+        and status == "completed"
+        and isinstance(task.result, dict)
+        and task.result.get("isError")
+    ):
+        status = "failed"
     fields: dict[str, Any] = {
         "taskId": task.id,
-        "status": task.status,
+        "status": status,
         "createdAt": iso(task.created_at),
         "lastUpdatedAt": iso(task.updated_at),
-        "ttlMs": task.ttl_ms,
+        "ttl" if legacy else "ttlMs": task.ttl_ms,
     }
     if task.status_message:
         fields["statusMessage"] = task.status_message
     if task.poll_interval_ms is not None:
-        fields["pollIntervalMs"] = task.poll_interval_ms
+        fields["pollInterval" if legacy else "pollIntervalMs"] = task.poll_interval_ms
     return fields
 
 
