@@ -97,38 +97,39 @@ async def cancel_task(
 
 
 async def _relay(task_id: str, request: InputRequest, principal_scope: str, sink: Sink) -> None:
-    """Send one of the task's questions on a stream (unless another stream already has);
-    the reply goes to the one answer path."""
-    if not await db(service.claim_relay)(task_id, request.key):
-        return
+    """Send one of the task's questions on a stream that claimed it; the reply goes to the
+    one answer path. Without a usable answer the claim is released, so it is asked again."""
     params = {**request.params, "_meta": related(task_id)}
+    answered = False
     try:
         reply = await sink.request(request.method, params)
-    except (ToolError, asyncio.CancelledError) as exc:
-        await db(service.release_relay)(task_id, request.key)
-        if isinstance(exc, asyncio.CancelledError):
-            raise
-        logger.info("question %s of task %s was not answered: %s", request.key, task_id, exc)
-        return
-    try:
-        await db(service.answer)(
+        answered = await db(service.answer)(
             task_id, request.key, reply, principal_scope=principal_scope, answered_by="client"
         )
+    except ToolError as exc:
+        logger.info("question %s of task %s was not answered: %s", request.key, task_id, exc)
     except service.InvalidAnswer as exc:
         logger.info("ignored an invalid answer to %s of task %s: %s", request.key, task_id, exc)
+    finally:
+        if not answered:
+            await db(service.release_relay)(task_id, request.key)
 
 
 async def relay_questions(
     task_id: str, principal_scope: str, sink: Sink, relayed: dict[str, asyncio.Task[None]]
 ) -> None:
-    """Send the task's waiting questions that this stream has not sent yet."""
+    """Send the task's waiting questions on this stream, each one once per session: a
+    question another stream has claimed is left to it (and retried here if released)."""
 
     def waiting() -> list[InputRequest]:
         task = Task.objects.filter(pk=task_id, principal_scope=principal_scope).first()
         return service.outstanding_requests(task) if task is not None else []
 
     for request in await db(waiting)():
-        if request.key not in relayed:
+        running = relayed.get(request.key)
+        if running is not None and not running.done():
+            continue
+        if await db(service.claim_relay)(task_id, request.key):
             relayed[request.key] = asyncio.ensure_future(
                 _relay(task_id, request, principal_scope, sink)
             )

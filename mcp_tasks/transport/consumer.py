@@ -63,6 +63,10 @@ LIST_CHANGED_FILTERS = {
 }
 
 
+#: Seconds a session's GET stream leaves a task's new questions to a ``tasks/result`` stream.
+GET_STREAM_RELAY_GRACE = 1.0
+
+
 def _consume_exception(task: asyncio.Future[Any]) -> None:
     """A cancelled channel-layer read can still end with the layer's timeout: ignore it."""
     if not task.cancelled():
@@ -203,11 +207,19 @@ class McpConsumer(AsyncConsumer):
                     {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": status}
                 )
                 if status["status"] == "input_required":
-                    # Clients that poll tasks/get (FastMCP 3) expect the task's questions on
-                    # the GET stream; the first answer from any stream wins.
-                    await relay_questions(
-                        message["task_id"], self.session_stream.principal_scope, self, self.relayed
+                    self.relayed.setdefault(
+                        f"later:{message['task_id']}",
+                        asyncio.ensure_future(self._relay_later(message["task_id"])),
                     )
+
+    async def _relay_later(self, task_id: str) -> None:
+        """Questions of a task go out on its ``tasks/result`` stream when the client waits in
+        one; after a short grace, on the session's GET stream instead (clients that only poll
+        ``tasks/get``, like FastMCP 3, answer there)."""
+        await asyncio.sleep(GET_STREAM_RELAY_GRACE)
+        self.relayed.pop(f"later:{task_id}", None)
+        assert self.session_stream is not None
+        await relay_questions(task_id, self.session_stream.principal_scope, self, self.relayed)
 
     async def mcp_stream(self, message: dict[str, Any]) -> None:
         """An event of the stream this ``GET`` resumes."""
