@@ -186,13 +186,23 @@ def log_in(browser: Any, server: LiveServer, username: str) -> None:
 
 
 def submit(browser: Any, button: Any) -> None:
-    """Click ``button`` and wait for the next page."""
-    from selenium.webdriver.support import expected_conditions
+    """Click ``button`` (or a link) and wait until the next page has loaded."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support.wait import WebDriverWait
 
     page = browser.find_element(by("TAG_NAME"), "html")
     button.click()
-    WebDriverWait(browser, WAIT).until(expected_conditions.staleness_of(page))
+
+    def loaded(driver: Any) -> bool:
+        try:
+            page.is_enabled()  # raises once the old document is gone
+            return False
+        except WebDriverException:
+            # Stale element, or chromedriver's "Node ... does not belong to the document"
+            # when asked mid-navigation: the old page is gone either way.
+            return bool(driver.execute_script("return document.readyState") == "complete")
+
+    WebDriverWait(browser, WAIT).until(loaded)
 
 
 def page_text(browser: Any) -> str:
@@ -203,14 +213,17 @@ def page_text(browser: Any) -> str:
 def open_answer_page(browser: Any, server: LiveServer, task_id: str, question: str) -> None:
     """From the Waiting questions list, open the Answer page of ``task_id``'s ``question``."""
     browser.get(f"{server.url}/admin/mcp_tasks/task/")
-    browser.find_element(
-        by("CSS_SELECTOR"), '.object-tools a[href="/admin/mcp_tasks/inputrequest/"]'
-    ).click()
+    submit(
+        browser,
+        browser.find_element(
+            by("CSS_SELECTOR"), '.object-tools a[href="/admin/mcp_tasks/inputrequest/"]'
+        ),
+    )
     assert "Waiting questions" in browser.find_element(by("TAG_NAME"), "h1").text
     row = browser.find_element(
         by("XPATH"), f"//tr[contains(., {question!r}) and contains(., {task_id[:8]!r})]"
     )
-    row.find_element(by("LINK_TEXT"), "Answer").click()
+    submit(browser, row.find_element(by("LINK_TEXT"), "Answer"))
     assert question in page_text(browser)
 
 
