@@ -179,7 +179,8 @@ def test_tool_log_messages_are_stored_with_the_task(
     assert client.wait_terminal(task_id)["status"] == "completed"
     rows = db_rows(
         server.database_url,
-        "SELECT level, logger_name, data FROM mcp_tasks_tasklogentry WHERE task_id = %s ORDER BY id",
+        "SELECT level, logger_name, CAST(data AS TEXT) FROM mcp_tasks_tasklogentry"
+        " WHERE task_id = %s ORDER BY id",
         (task_id,),
     )
     assert [(level, name, json.loads(data)) for level, name, data in rows] == [
