@@ -30,7 +30,7 @@
 set -euo pipefail
 
 NODE_VERSION="24.22.3"
-CONFORMANCE_VERSION="0.2.0-alpha.11"
+CONFORMANCE_VERSION="0.2.0-alpha.12"
 
 CI_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PREFIX="$CI_DIR/.node"
