@@ -29,9 +29,3 @@ async def lifespan_context() -> Any:
             factory = import_string(path)
             _entered[path] = await _stack.enter_async_context(factory(mcp))
     return _entered[path]
-
-
-async def close_lifespan() -> None:
-    """Exit the entered lifespan (worker shutdown, tests)."""
-    await _stack.aclose()
-    _entered.clear()
