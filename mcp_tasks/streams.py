@@ -14,10 +14,6 @@ from .models import StreamEvent
 KEEP_FOR = timedelta(hours=1)
 
 
-def event_id(stream_id: str, sequence: int) -> str:
-    return f"{stream_id}:{sequence}"
-
-
 def parse_event_id(value: str | None) -> tuple[str, int] | None:
     """``(stream_id, sequence)`` from a ``Last-Event-ID`` header, or None."""
     if not value:
