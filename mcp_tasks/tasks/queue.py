@@ -57,7 +57,7 @@ def job_exists(task: Task) -> bool:
     return status in (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED)
 
 
-def stop(job_id: str, queue_name: str | None = None) -> None:
+def stop(job_id: str, queue_name: str | None = None, *, kill_running: bool = True) -> None:
     """Remove a queued job, or stop a running one (forking workers; others cancel
     cooperatively when they see the task's new status)."""
     from ..conf import get_config
@@ -67,7 +67,8 @@ def stop(job_id: str, queue_name: str | None = None) -> None:
         job = Job.fetch(job_id, connection=queue.connection)
         status = job.get_status()
         if status == JobStatus.STARTED:
-            send_stop_job_command(queue.connection, job_id)
+            if kill_running:
+                send_stop_job_command(queue.connection, job_id)
         elif status in (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED):
             job.cancel()
     except (NoSuchJobError, InvalidJobOperation):

@@ -31,6 +31,7 @@ from ..models import (
     TaskSnapshot,
     TaskStatus,
 )
+from ..server import mcp
 from . import crypto, notify, queue
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -295,7 +296,11 @@ def cancel(task_id: str, principal_scope: str | None) -> Task:
         )
         _publish_on_commit(task)
         job_id, queue_name = task.job_id, task.queue
-        transaction.on_commit(lambda: queue.stop(job_id, queue_name))
+        # An async tool is cancelled cooperatively (CancelledError at its next await, through
+        # the worker's channel-layer watch); only a sync tool's work-horse is killed.
+        tool = mcp.tools.get(task.tool_name)
+        kill = tool is None or not tool.is_async
+        transaction.on_commit(lambda: queue.stop(job_id, queue_name, kill_running=kill))
     return task
 
 
