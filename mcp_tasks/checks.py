@@ -19,6 +19,8 @@ from .conf import DEFAULTS, get_config
 _README = "See the 'Settings' table in the django-mcp-tasks README."
 _IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
 _SINGLE_PROCESS_LAYERS = {_IN_MEMORY_LAYER, "mcp_tasks.layers.InProcessChannelLayer"}
+_CORE_REDIS_LAYER = "channels_redis.core.RedisChannelLayer"
+_PUBSUB_LAYER = "channels_redis.pubsub.RedisPubSubChannelLayer"
 
 # Types of the keys whose default does not tell; every other key takes its default's type.
 _NULLABLE_STRINGS = {"INSTRUCTIONS", "RESOURCE_METADATA_URL"}
@@ -253,9 +255,8 @@ def _check_channel_layer() -> list[CheckMessage]:
                 f"CHANNEL_LAYERS has no {alias!r} layer; mcp_tasks reaches legacy sessions' "
                 "streams and waiting calls through it.",
                 hint=(
-                    f"Add CHANNEL_LAYERS = {{{alias!r}: {{'BACKEND': "
-                    "'channels_redis.core.RedisChannelLayer', 'CONFIG': {'hosts': "
-                    "[{'address': REDIS_URL, 'socket_timeout': 15}]}}} "
+                    f"Add CHANNEL_LAYERS = {{{alias!r}: {{'BACKEND': '{_PUBSUB_LAYER}', "
+                    "'CONFIG': {'hosts': [REDIS_URL]}}} "
                     f"(or '{_IN_MEMORY_LAYER}' for a single development process), or set "
                     "MCP_TASKS['CHANNEL_LAYER'] to an alias you have."
                 ),
@@ -269,20 +270,35 @@ def _check_channel_layer() -> list[CheckMessage]:
                 "than one ASGI process, legacy sessions, replies to elicitation and task "
                 "updates get lost between processes.",
                 hint=(
-                    "Use channels_redis (BACKEND 'channels_redis.core.RedisChannelLayer') in "
-                    "production; if you really run a single process, add 'mcp_tasks.W001' to "
+                    f"Use channels_redis (BACKEND '{_PUBSUB_LAYER}') in production; if you "
+                    "really run a single process, add 'mcp_tasks.W001' to "
                     "SILENCED_SYSTEM_CHECKS."
                 ),
                 id="mcp_tasks.W001",
             )
         ]
-    return _check_redis_read_timeout(layer)
+    if layer.get("BACKEND") != _CORE_REDIS_LAYER:
+        return []
+    return [_core_layer_warning(), *_check_redis_read_timeout(layer)]
+
+
+def _core_layer_warning() -> CheckMessage:
+    """W004: RedisChannelLayer can lose a message when a request's read is cancelled."""
+    return CheckWarning(
+        "channels_redis' RedisChannelLayer pops the messages of all consumers of a process "
+        "from one Redis key; when a request ends while its read holds that key, a message "
+        "just popped for another consumer is lost (django/channels_redis#366): under load, "
+        "streams miss notifications and waiting calls miss their wake-ups.",
+        hint=(
+            f"Use BACKEND '{_PUBSUB_LAYER}' (one reader per process, never cancelled) with "
+            "the same CONFIG."
+        ),
+        id="mcp_tasks.W004",
+    )
 
 
 def _check_redis_read_timeout(layer: dict[str, Any]) -> list[CheckMessage]:
     """W003: channels_redis blocks 5 s per read; redis-py's default socket timeout is 5 s."""
-    if layer.get("BACKEND") != "channels_redis.core.RedisChannelLayer":
-        return []
     hosts = (layer.get("CONFIG") or {}).get("hosts") or []
     short = [
         host

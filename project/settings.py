@@ -104,13 +104,10 @@ REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "mcp_tasks")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # socket_timeout above channels_redis' 5 s blocking read: redis-py's own default
-            # is 5 s, which would time idle reads out (system check mcp_tasks.W003).
-            "CONFIG": {
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
-                "prefix": REDIS_PREFIX,
-            },
+            # The pub/sub layer: one reader per process that requests never cancel
+            # (RedisChannelLayer can lose messages when they do: system check mcp_tasks.W004).
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": REDIS_PREFIX},
         }
     }
 else:

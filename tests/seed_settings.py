@@ -21,7 +21,7 @@ if os.environ.get("SEED_CHANNEL_LAYER_URL"):
     CHANNEL_LAYERS = {
         **CHANNEL_LAYERS,
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {"hosts": [os.environ["SEED_CHANNEL_LAYER_URL"]], "prefix": REDIS_PREFIX},
         },
     }

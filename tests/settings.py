@@ -42,8 +42,8 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 # One prefix per test run keeps runs (and their live-server subprocesses) apart on one Redis.
 REDIS_PREFIX = os.environ.get("REDIS_PREFIX") or f"mcp_tasks_test_{uuid.uuid4().hex[:10]}"
 _REDIS_LAYER = {
-    "BACKEND": "channels_redis.core.RedisChannelLayer",
-    "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "prefix": REDIS_PREFIX},
+    "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+    "CONFIG": {"hosts": [REDIS_URL], "prefix": REDIS_PREFIX},
 }
 _MEMORY_LAYER = {"BACKEND": "channels.layers.InMemoryChannelLayer"}
 CHANNEL_LAYERS = {"default": _REDIS_LAYER if REDIS_URL else _MEMORY_LAYER}

@@ -16,8 +16,8 @@ from mcp_tasks.conf import DEFAULTS
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 REDIS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 15}]},
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"]},
     }
 }
 
@@ -211,7 +211,7 @@ def test_missing_channel_layer_is_e005() -> None:
     with override_settings(CHANNEL_LAYERS={}):
         messages = run()
     assert [m.id for m in messages] == ["mcp_tasks.E005"]
-    assert "channels_redis.core.RedisChannelLayer" in (messages[0].hint or "")
+    assert "channels_redis.pubsub.RedisPubSubChannelLayer" in (messages[0].hint or "")
 
 
 def test_channel_layer_alias_comes_from_mcp_tasks() -> None:
@@ -240,25 +240,32 @@ def test_in_memory_layer_with_debug_passes() -> None:
         assert run() == []
 
 
-# -- W003 ------------------------------------------------------------------------------------
+# -- W003 / W004: channels_redis' RedisChannelLayer -----------------------------------------
 
-REDIS_LAYER = "channels_redis.core.RedisChannelLayer"
-
-
-def test_redis_host_without_socket_timeout_is_w003() -> None:
-    layers = {
-        "default": {"BACKEND": REDIS_LAYER, "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"]}}
-    }
-    with override_settings(CHANNEL_LAYERS=layers):
-        messages = run()
-    assert [m.id for m in messages] == ["mcp_tasks.W003"]
-    assert "socket_timeout" in (messages[0].hint or "")
+CORE_LAYER = "channels_redis.core.RedisChannelLayer"
 
 
-def test_redis_host_with_long_socket_timeout_passes() -> None:
+def core_layer(host: Any) -> dict[str, Any]:
+    return {"default": {"BACKEND": CORE_LAYER, "CONFIG": {"hosts": [host]}}}
+
+
+def test_core_redis_layer_is_w004_pointing_at_the_pubsub_layer() -> None:
     host = {"address": "redis://127.0.0.1:6379/0", "socket_timeout": 15}
-    layers = {"default": {"BACKEND": REDIS_LAYER, "CONFIG": {"hosts": [host]}}}
-    with override_settings(CHANNEL_LAYERS=layers):
+    with override_settings(CHANNEL_LAYERS=core_layer(host)):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.W004"]
+    assert "channels_redis.pubsub.RedisPubSubChannelLayer" in (messages[0].hint or "")
+
+
+def test_core_redis_host_without_socket_timeout_is_also_w003() -> None:
+    with override_settings(CHANNEL_LAYERS=core_layer("redis://127.0.0.1:6379/0")):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.W004", "mcp_tasks.W003"]
+    assert "socket_timeout" in (messages[1].hint or "")
+
+
+def test_pubsub_layer_without_socket_timeout_passes() -> None:
+    with override_settings(CHANNEL_LAYERS=REDIS):
         assert run() == []
 
 

@@ -3,6 +3,8 @@ serves any request of any legacy session (no sticky routing)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -218,3 +220,55 @@ async def test_cancel_for_another_request_id_does_not_cancel_the_call(
         body = (await stream.aread()).decode()
     assert "finished without being cancelled" in body
     assert not (tmp_path / "cancelled").exists()
+
+
+async def test_requests_ending_on_b_lose_no_notification_meant_for_a_stream_on_b(
+    http: httpx.AsyncClient, servers: tuple[LiveServer, LiveServer]
+) -> None:
+    """A stream's consumer reads the channel layer; when the stream ends, its read must end
+    without dropping a message meant for another consumer of its process (as cancelling
+    the read that holds ``RedisChannelLayer``'s receive lock does: django/channels_redis#366,
+    system check mcp_tasks.W004). Brief GET streams keep ending on B while A announces;
+    B's long GET stream must get every announcement."""
+    a, b = servers
+    session_id = await legacy_initialize(http, a.mcp_url)
+    announcements = 150
+    received = 0
+    async with http.stream(
+        "GET", b.mcp_url, headers=legacy_headers(session_id, Accept="text/event-stream")
+    ) as stream:
+        assert stream.status_code == 200
+        messages = sse_messages(stream)
+        all_received = asyncio.Event()
+
+        async def count() -> None:
+            nonlocal received
+            async for message in messages:
+                if message.get("method") == "notifications/tools/list_changed":
+                    received += 1
+                    if received == announcements:
+                        all_received.set()
+
+        async def end_streams_on_b() -> None:
+            headers = legacy_headers(session_id, Accept="text/event-stream")
+            while not all_received.is_set():
+                async with http.stream("GET", b.mcp_url, headers=headers) as brief:
+                    assert brief.status_code == 200
+
+        reader = asyncio.ensure_future(count())
+        churn = [asyncio.ensure_future(end_streams_on_b()) for _ in range(6)]
+        try:
+            for n in range(announcements):
+                response = await http.post(
+                    a.mcp_url,
+                    json=tools_call(100 + n, "announce", {"kind": "tools"}),
+                    headers=legacy_headers(session_id),
+                )
+                assert response.status_code == 200
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(all_received.wait(), 15)
+        finally:
+            all_received.set()
+            await asyncio.gather(*churn, return_exceptions=True)
+            reader.cancel()
+    assert received == announcements

@@ -1,6 +1,6 @@
 """The Channels consumer serving the MCP endpoint (Streamable HTTP, both eras).
 
-One consumer instance serves one HTTP request. Besides the ASGI messages it receives
+One consumer instance serves one HTTP request. Once it has joined a group, it also receives
 channel-layer messages, so that any process can reach it: the client's reply to a server
 request (``mcp.reply``), a legacy cancel (``mcp.cancel``) and notifications to forward
 (``mcp.notify``).
@@ -96,6 +96,8 @@ class McpConsumer(AsyncConsumer):
         self.task_changed = asyncio.Event()
         self.relayed: dict[str, asyncio.Task[None]] = {}  # task questions sent on this stream
         self.session_stream: StoredSession | None = None  # set on a legacy GET stream
+        self.layer_pump: asyncio.Future[None] | None = None  # reads the layer once joined
+        self.join_lock = asyncio.Lock()
 
     # -- ASGI plumbing --------------------------------------------------------------------
 
@@ -105,22 +107,17 @@ class McpConsumer(AsyncConsumer):
         self.stream = ResponseStream(send)
         self.channel_layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
         self._receive = receive
-        sources = [receive]
-        if self.channel_layer is not None:
-            # Named before any message is handled: handlers join groups with it.
-            self.channel_name = await self.channel_layer.new_channel()
-            sources.append(functools.partial(self.channel_layer.receive, self.channel_name))
-        pumps = [asyncio.ensure_future(self._pump(source)) for source in sources]
-        done = asyncio.ensure_future(self.finished.wait())
+        asgi_pump: asyncio.Future[Any] = asyncio.ensure_future(self._pump(receive))
+        done: asyncio.Future[Any] = asyncio.ensure_future(self.finished.wait())
         try:
-            pending = {done, *pumps}
+            pending = {done, asgi_pump}
             while not self.finished.is_set():
                 finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in finished:
                     if task is not done and not task.cancelled() and task.exception() is not None:
                         raise task.exception()  # type: ignore[misc]
         finally:
-            for task in (done, *pumps):
+            for task in [done, asgi_pump, *([self.layer_pump] if self.layer_pump else [])]:
                 task.cancel()
                 task.add_done_callback(_consume_exception)
             if self.work is not None and not self.work.done():
@@ -246,9 +243,26 @@ class McpConsumer(AsyncConsumer):
         )
 
     async def _join(self, group: str) -> None:
-        if self.channel_layer is not None and group not in self.joined:
+        """Join ``group``; the first join names this consumer's channel and starts reading
+        it. Requests that join no group (most) never read the channel layer, so they
+        cost it nothing, and cancelling their end cannot disturb other consumers' reads."""
+        if self.channel_layer is None:
+            return
+        async with self.join_lock:
+            if group in self.joined:
+                return
+            if self.layer_pump is None:
+                self.channel_name = await self.channel_layer.new_channel()
+                read = functools.partial(self.channel_layer.receive, self.channel_name)
+                self.layer_pump = asyncio.ensure_future(self._pump(read))
+                self.layer_pump.add_done_callback(self._layer_pump_ended)
             await self.channel_layer.group_add(group, self.channel_name)
             self.joined.add(group)
+
+    def _layer_pump_ended(self, pump: asyncio.Future[None]) -> None:
+        if not pump.cancelled() and pump.exception() is not None:
+            logger.error("handling a channel-layer message failed", exc_info=pump.exception())
+            self.finished.set()
 
     async def _leave_groups(self) -> None:
         for group in list(self.joined):
@@ -542,6 +556,7 @@ class McpConsumer(AsyncConsumer):
 
         self.notify_filter = accept
         self.session_stream = session
+        self.cancel_on_disconnect = True  # nothing to go on with once the client is gone
         await self._join(groups.BROADCAST)
         await self._join(groups.session_group(session.id))
         await self.stream.open_sse()
@@ -551,6 +566,7 @@ class McpConsumer(AsyncConsumer):
         """Replay a closed stream's events after ``after``, then forward the rest live."""
         self.resuming = stream_id
         self.resumed_up_to = after
+        self.cancel_on_disconnect = True  # the call goes on elsewhere; its events stay stored
         await self._join(groups.stream_group(stream_id))
         await self.stream.open_sse()
         async with self.resume_lock:
