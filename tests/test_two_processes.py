@@ -222,7 +222,7 @@ async def test_cancel_for_another_request_id_does_not_cancel_the_call(
     assert not (tmp_path / "cancelled").exists()
 
 
-async def test_requests_ending_on_b_lose_no_notification_meant_for_a_stream_on_b(
+async def test_streams_ending_on_b_lose_no_notification_meant_for_another_stream_on_b(
     http: httpx.AsyncClient, servers: tuple[LiveServer, LiveServer]
 ) -> None:
     """A stream's consumer reads the channel layer; when the stream ends, its read must end
@@ -269,6 +269,7 @@ async def test_requests_ending_on_b_lose_no_notification_meant_for_a_stream_on_b
                 await asyncio.wait_for(all_received.wait(), 15)
         finally:
             all_received.set()
-            await asyncio.gather(*churn, return_exceptions=True)
+            churned = await asyncio.gather(*churn, return_exceptions=True)
             reader.cancel()
     assert received == announcements
+    assert [outcome for outcome in churned if outcome is not None] == []
