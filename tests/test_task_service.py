@@ -391,6 +391,31 @@ def test_ask_replayed_with_a_different_question_is_a_replay_mismatch() -> None:
         )
 
 
+def test_ask_all_records_a_round_with_consecutive_sequences() -> None:
+    task = new_task()
+    rows = service.ask_all(
+        task.id, 3, [("elicitation/create", ELICIT, "name"), ("roots/list", {}, "roots")], "w"
+    )
+    assert [(row.key, row.sequence) for row in rows] == [("name", 3), ("roots", 4)]
+    assert Task.objects.get(pk=task.pk).status == "input_required"
+
+
+def test_ask_all_records_a_round_together_or_not_at_all() -> None:
+    # A poll must never see part of a round: here the round's second question fails
+    # (it differs from the one recorded at its place), so its first is not kept either.
+    task = new_task()
+    asked(task, key="recorded", sequence=2)
+    other = {**ELICIT, "message": "Something else?"}
+    with pytest.raises(service.ReplayMismatch):
+        service.ask_all(
+            task.id,
+            1,
+            [("elicitation/create", ELICIT, "first"), ("elicitation/create", other, "second")],
+            "w",
+        )
+    assert list(task.input_requests.values_list("key", flat=True)) == ["recorded"]
+
+
 def test_ask_on_a_finished_task_ends_the_tool() -> None:
     task = new_task()
     service.cancel(task.id, None)

@@ -183,27 +183,22 @@ class TaskBackend:
     async def ask(self, questions: list[Question]) -> list[dict[str, Any]]:
         """Record the questions (or find them when replaying), announce them, and wait a
         short hold window for the answers; past it, the job ends (``TaskSuspended``)."""
-        record = db(service.ask)
-        keys: list[str | None] = []
-        for question in questions:
-            self.sequence += 1
-            try:
-                row = await record(
-                    self.task.id,
-                    self.sequence,
-                    question.method,
-                    question.params,
-                    worker_name(),
-                    question.key,
-                )
-                keys.append(row.key)
-            except (service.ReplayMismatch, service.TaskEnded):
-                raise
-            except Exception:
-                logger.exception(
-                    "could not record question %s of task %s", self.sequence, self.task.id
-                )
-                keys.append(None)
+        first = self.sequence + 1
+        self.sequence += len(questions)
+        keys: list[str | None]
+        try:
+            rows = await db(service.ask_all)(
+                self.task.id,
+                first,
+                [(question.method, question.params, question.key) for question in questions],
+                worker_name(),
+            )
+            keys = [row.key for row in rows]
+        except (service.ReplayMismatch, service.TaskEnded):
+            raise
+        except Exception:
+            logger.exception("could not record the questions of task %s", self.task.id)
+            keys = [None] * len(questions)
         answers = await self._answers(keys)
         if any(
             answer is None for key, answer in zip(keys, answers, strict=True) if key is not None

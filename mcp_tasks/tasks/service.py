@@ -458,6 +458,21 @@ def ask(
     return request
 
 
+def ask_all(
+    task_id: str,
+    first_sequence: int,
+    questions: list[tuple[str, dict[str, Any], str | None]],
+    worker_name: str,
+) -> list[InputRequest]:
+    """Record one round of questions (``(method, params, key)`` each, numbered from
+    ``first_sequence``) in one transaction: a poll sees all of them or none."""
+    with transaction.atomic():
+        return [
+            ask(task_id, first_sequence + offset, method, params, worker_name, key)
+            for offset, (method, params, key) in enumerate(questions)
+        ]
+
+
 def withdraw(task_id: str, key: str) -> None:
     """Close a question that could not be announced; the task goes back to working."""
     with transaction.atomic():
