@@ -839,7 +839,11 @@ async def test_two_processes_and_a_worker_status_and_replies_cross_processes(
     try:
         stream = await session.listen(url=b.mcp_url)
         task = await session.start("lt_elicit", {"kind": "bool"}, meta={"progressToken": "x"})
-        await stream.wait_for(lambda _: "working" in stream.statuses(task["taskId"]))
+        # A status push carries the task's state when B sends it, not at the change: by then
+        # the tool may have moved on from "working" to its question.
+        await stream.wait_for(
+            lambda _: {"working", "input_required"} & set(stream.statuses(task["taskId"]))
+        )
         asked, response = await asyncio.wait_for(
             _answer_on_result_stream(
                 session,
