@@ -82,29 +82,27 @@ async def lock_holder_cancelled_as_a_message_arrives(
     return True
 
 
-async def test_core_layer_loses_the_message_when_the_lock_holder_is_cancelled(
-    redis_url: str, prefix: str
-) -> None:
-    layer = RedisChannelLayer(hosts=[redis_url], prefix=prefix)
+async def delivered_despite_the_cancel(layer_class: type, redis_url: str, prefix: str) -> bool:
+    """Run the race on a fresh layer of ``layer_class``, then clean up its Redis keys."""
+    layer = layer_class(hosts=[redis_url], prefix=prefix)
     try:
-        delivered = await lock_holder_cancelled_as_a_message_arrives(
-            layer, lambda: RedisChannelLayer(hosts=[redis_url], prefix=prefix)
+        return await lock_holder_cancelled_as_a_message_arrives(
+            layer, lambda: layer_class(hosts=[redis_url], prefix=prefix)
         )
     finally:
         await layer.flush()
-        await layer.close_pools()
-    assert not delivered, (
+        if isinstance(layer, RedisChannelLayer):
+            await layer.close_pools()
+
+
+async def test_core_layer_loses_the_message_when_the_lock_holder_is_cancelled(
+    redis_url: str, prefix: str
+) -> None:
+    assert not await delivered_despite_the_cancel(RedisChannelLayer, redis_url, prefix), (
         "channels_redis' RedisChannelLayer no longer loses this message: check "
         "mcp_tasks.W004 and the README's channel-layer advice"
     )
 
 
 async def test_pubsub_layer_delivers_the_message(redis_url: str, prefix: str) -> None:
-    layer = RedisPubSubChannelLayer(hosts=[redis_url], prefix=prefix)
-    try:
-        delivered = await lock_holder_cancelled_as_a_message_arrives(
-            layer, lambda: RedisPubSubChannelLayer(hosts=[redis_url], prefix=prefix)
-        )
-    finally:
-        await layer.flush()
-    assert delivered
+    assert await delivered_despite_the_cancel(RedisPubSubChannelLayer, redis_url, prefix)
