@@ -1,8 +1,9 @@
 """Test matrix: ``nox`` (what ``./scripts/test`` runs).
 
 - ``tests``: pytest on **Python 3.11 + Django 5.2** on SQLite (embedded mode: in-process
-  channel layer and queue) and on **Python 3.13 + Django 6.1** on PostgreSQL + Redis
-  (services mode). Every combination and both databases are covered once; the whole suite
+  channel layer and queue; live servers on daphne, what ``runserver`` uses) and on
+  **Python 3.13 + Django 6.1** on PostgreSQL + Redis (services mode; live servers on uvicorn,
+  the README's production server). Every combination and both databases are covered once; the whole suite
   runs twice, which keeps CI within its time. ``MCP_TASKS_TEST_MATRIX=full`` runs both
   databases on both combinations (four runs).
 - ``lint``: ruff check, ruff format --check, mypy.
@@ -53,9 +54,24 @@ def _with_database(url: str, name: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
 
 
-def _pytest(session: nox.Session, leg: str, env: dict[str, str | None]) -> bool:
-    """Run pytest for one leg; False when it failed. pytest's exit code 5 (no tests
-    collected) counts as a failure like any other non-zero code."""
+#: Run again with ``ALLOW_ANONYMOUS`` off, every client signing in with a bearer token
+#: (``tests/live.py``: ``MCP_TASKS_TEST_ANONYMOUS``): the modules that drive real clients.
+SIGNED_IN_MODULES = [
+    "tests/test_client_modern.py",  # mcp SDK 2.x, both eras
+    "tests/test_client_legacy.py",
+    "tests/test_context_background_task.py",  # the seed's behaviours
+    "tests/test_tasks_fastmcp_client.py",  # FastMCP 4 + fastmcp-tasks
+    "tests/test_tasks_fastmcp3.py",  # FastMCP 3
+    "tests/test_tasks_legacy_mcp1.py",  # mcp SDK 1.x
+    "tests/test_tasks_ts_client.py",  # the TypeScript SDK with ext-tasks
+]
+
+
+def _pytest(
+    session: nox.Session, leg: str, env: dict[str, str | None], args: list[str] | None = None
+) -> bool:
+    """Run pytest for one leg (``args``, else the session's), False when it failed.
+    pytest's exit code 5 (no tests collected) counts as a failure like any other."""
     session.log(f"--- {leg} ---")
     workers = os.environ.get("MCP_TASKS_TEST_WORKERS", "2")
     # Most tests wait on subprocesses (live servers, rq workers): two pytest-xdist workers
@@ -63,7 +79,13 @@ def _pytest(session: nox.Session, leg: str, env: dict[str, str | None]) -> bool:
     parallel = ["-n", workers, "--dist", "loadfile"] if workers not in ("", "0", "1") else []
     try:
         session.run(
-            "python", "-m", "pytest", "--durations=15", *parallel, *session.posargs, env=env
+            "python",
+            "-m",
+            "pytest",
+            "--durations=15",
+            *parallel,
+            *(session.posargs if args is None else args),
+            env=env,
         )
     except nox.command.CommandFailed:
         session.warn(f"--- {leg}: FAILED ---")
@@ -107,8 +129,16 @@ def tests(session: nox.Session, django: str, databases: str) -> None:
         else:
             # pytest-django creates (and drops) test_<name>; one name per run keeps runs apart.
             database = f"mcp_tasks_{session.python}_{uuid.uuid4().hex[:6]}".replace(".", "")
-            env = {**base, "DATABASE_URL": _with_database(POSTGRES_URL, database)}
+            env = {
+                **base,
+                "DATABASE_URL": _with_database(POSTGRES_URL, database),
+                "MCP_TASKS_TEST_SERVER": "uvicorn",
+            }
             if not _pytest(session, leg, {**env, "REDIS_URL": REDIS_URL}):
+                failed.append(leg)
+            leg = "PostgreSQL, Redis, ALLOW_ANONYMOUS off: the client modules"
+            signed_in = {**env, "REDIS_URL": REDIS_URL, "MCP_TASKS_TEST_ANONYMOUS": "off"}
+            if not session.posargs and not _pytest(session, leg, signed_in, SIGNED_IN_MODULES):
                 failed.append(leg)
 
     if failed:

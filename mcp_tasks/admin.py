@@ -1,9 +1,10 @@
 """The operator UI: tasks, their logs and questions, and an Answer page for waiting questions.
 
-Rows are read-only here. The only writes are the "Cancel selected tasks" action and the Answer
-page, and both go through :mod:`mcp_tasks.tasks.service`, the same functions the MCP wire
-uses. Permissions: viewing follows Django's view permissions; cancelling needs
-``mcp_tasks.change_task``; answering needs ``mcp_tasks.answer_inputrequest``.
+Rows are read-only here. The only writes are the "Cancel" and "Retry" actions and the Answer
+page (also embedded in a task page with one open question), and all go through
+:mod:`mcp_tasks.tasks.service`, the same functions the MCP wire uses. Permissions: viewing
+follows Django's view permissions; cancelling needs ``mcp_tasks.change_task``; retrying
+``mcp_tasks.retry_task``; answering ``mcp_tasks.answer_inputrequest``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, cast
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.contrib.admin.utils import flatten_fieldsets, quote
+from django.contrib.admin.utils import flatten_fieldsets, quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -25,7 +26,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
-from . import admin_forms
+from . import admin_actions, admin_forms
+from .conf import get_config
 from .models import InputRequest, InputRequestStatus, Task, TaskLogEntry, TaskStatus
 from .tasks import service
 
@@ -192,6 +194,7 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
         "tool_name",
         "status",
         "principal",
+        "oauth_client",
         "progress_bar",
         "created_at",
         "updated_at",
@@ -200,7 +203,7 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
     list_filter = ("status", "tool_name")
     search_fields = ("^id", "tool_name")
     date_hierarchy = "created_at"
-    actions = ["cancel_tasks"]
+    actions = ["cancel_tasks", "retry_tasks"]
     inlines = [QuestionInline, LogInline]
     fieldsets = [
         (
@@ -213,6 +216,9 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
                     "status_message",
                     "progress_bar",
                     "principal_scope",
+                    "client_id",
+                    "retry_of_link",
+                    "retries_links",
                 )
             },
         ),
@@ -229,6 +235,20 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(CANCEL_PERMISSION)
 
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return admin_actions.can_retry(request)
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.retry_view)
+        return [
+            path("<path:object_id>/retry/", view, name="mcp_tasks_task_retry"),
+            *super().get_urls(),
+        ]
+
+    def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        response: HttpResponse = admin_actions.retry_view(self, request, object_id)
+        return response
+
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
@@ -241,21 +261,49 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
+        task_id = unquote(object_id)
+        failed = Task.objects.filter(pk=task_id, status=TaskStatus.FAILED).exists()
+        operator = {
+            "retry_url": reverse("admin:mcp_tasks_task_retry", args=[object_id])
+            if failed and admin_actions.can_retry(request)
+            else None,
+            "quick_answer": admin_actions.quick_answer(request, task_id),
+            "mcp_live": live_context(task_id),
+        }
         return super().change_view(
-            request, object_id, form_url, {**(extra_context or {}), **_links()}
+            request, object_id, form_url, {**(extra_context or {}), **_links(), **operator}
         )
 
     @admin.display(description="task", ordering="id")
     def short_id(self, obj: Task) -> SafeString:
-        return format_html('<span class="mcp-nowrap">{}…</span>', obj.id[:8])
+        return format_html(
+            '<span class="mcp-nowrap" data-task-id="{}">{}…</span>', obj.id, obj.id[:8]
+        )
 
     @admin.display(description="principal", ordering="principal_scope")
     def principal(self, obj: Task) -> str:
         return obj.principal_scope
 
+    @admin.display(description="OAuth client", ordering="client_id")
+    def oauth_client(self, obj: Task) -> str:
+        return obj.client_id or "—"
+
     @admin.display(description="progress")
     def progress_bar(self, obj: Task) -> SafeString | str:
         return render_progress(obj)
+
+    @admin.display(description="retry of")
+    def retry_of_link(self, obj: Task) -> SafeString | str:
+        if obj.retry_of_id is None:
+            return "—"
+        return format_html('<a href="{}">{}…</a>', task_url(obj.retry_of_id), obj.retry_of_id[:8])
+
+    @admin.display(description="retried as")
+    def retries_links(self, obj: Task) -> SafeString | str:
+        ids = list(obj.retries.order_by("created_at").values_list("id", flat=True))
+        if not ids:
+            return "—"
+        return format_html_join(", ", '<a href="{}">{}…</a>', ((task_url(i), i[:8]) for i in ids))
 
     @admin.display(description="arguments")
     def arguments_json(self, obj: Task) -> SafeString:
@@ -309,13 +357,28 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
                 request, f"Left {_tasks(finished)} alone: already finished.", messages.WARNING
             )
 
+    @admin.action(description="Retry selected failed tasks", permissions=["retry"])
+    def retry_tasks(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        admin_actions.retry_tasks(request, queryset)
+
 
 def _tasks(count: int) -> str:
     return f"{count} task{'' if count == 1 else 's'}"
 
 
+def live_context(task_id: str = "") -> dict[str, Any]:
+    """What the live admin's script needs (``admin/mcp_tasks/live.html``)."""
+    config = get_config()
+    return {
+        "ws_path": config["ADMIN_LIVE_PATH"] or "",
+        "interval": config["ADMIN_REFRESH_INTERVAL"],
+        "task": task_id,
+    }
+
+
 def _links() -> dict[str, Any]:
     return {
+        "mcp_live": live_context(),
         "queue_dashboard_url": queue_dashboard_url(),
         "waiting_questions_url": reverse("admin:mcp_tasks_inputrequest_changelist"),
         "waiting_count": InputRequest.objects.filter(status=InputRequestStatus.PENDING).count(),
@@ -389,6 +452,7 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
         context = {
             "title": title,
             "queue_dashboard_url": queue_dashboard_url(),
+            "mcp_live": live_context(),
             **(extra_context or {}),
         }
         return super().changelist_view(request, context)
@@ -406,7 +470,12 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
 
     @admin.display(description="task", ordering="task__id")
     def task_link(self, obj: InputRequest) -> SafeString:
-        return format_html('<a href="{}">{}…</a>', task_url(obj.task_id), obj.task_id[:8])
+        return format_html(
+            '<a href="{}" data-task-id="{}">{}…</a>',
+            task_url(obj.task_id),
+            obj.task_id,
+            obj.task_id[:8],
+        )
 
     @admin.display(description="tool", ordering="task__tool_name")
     def tool(self, obj: InputRequest) -> str:
@@ -436,7 +505,7 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
                 messages.warning(
                     request, "This question is no longer waiting; your answer was not used."
                 )
-                return HttpResponseRedirect(request.path)
+                return admin_actions.after_answer(request, question)
             action = next((a for a in ("decline", "cancel") if f"_{a}" in request.POST), "accept")
             response = answer_from(action, question, form)
             if response is not None:
@@ -459,7 +528,7 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
                             request,
                             "This question was answered meanwhile; your answer was not used.",
                         )
-                    return HttpResponseRedirect(request.path)
+                    return admin_actions.after_answer(request, question)
         context = self.answer_context(request, question, form, answerable)
         return TemplateResponse(request, "admin/mcp_tasks/inputrequest/answer.html", context)
 

@@ -13,7 +13,15 @@ class McpTasksConfig(AppConfig):
         from . import checks, conf  # noqa: F401  (importing checks registers them)
 
         setting_changed.connect(conf.reset_config, dispatch_uid="mcp_tasks.conf.reset_config")
+        from . import live, notifications
+
+        notifications.connect()
+        setting_changed.connect(notifications.connect, dispatch_uid="mcp_tasks.notifications")
+        live.connect()
+        setting_changed.connect(live.connect, dispatch_uid="mcp_tasks.live")
         if apps.is_installed("django_rq"):
             from .protocol import tasks
+            from .tasks.queue import forget_queues
 
+            setting_changed.connect(forget_queues, dispatch_uid="mcp_tasks.tasks.queue")
             tasks.install()

@@ -9,6 +9,7 @@ from typing import Any
 
 from channels.routing import ProtocolTypeRouter
 from django.apps import apps
+from django.conf import settings
 
 from .conf import get_config
 
@@ -18,15 +19,19 @@ ASGIApp = Any
 def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
     """Route HTTP requests for the MCP path to the MCP consumer and everything else to
     ``django_app``. With ``django.contrib.auth`` installed, the Django session user is
-    available to tools (``ctx.user``)."""
+    available to tools (``ctx.user``). WebSockets at ``ADMIN_LIVE_PATH`` reach the live
+    admin."""
+    from .transport import resource_metadata
     from .transport.consumer import McpConsumer
 
     mcp_path = (path or get_config()["PATH"]).rstrip("/") or "/"
     consumer: ASGIApp = McpConsumer.as_asgi()
+    with_session: ASGIApp = consumer
     if apps.is_installed("django.contrib.auth") and apps.is_installed("django.contrib.sessions"):
         from channels.auth import AuthMiddlewareStack
 
-        consumer = AuthMiddlewareStack(consumer)
+        with_session = AuthMiddlewareStack(consumer)
+    session_cookie = f"{settings.SESSION_COOKIE_NAME}=".encode("latin-1")
 
     async def http(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if get_config()["EMBEDDED_WORKER"]:
@@ -34,13 +39,45 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
 
             embedded.start_worker(_task_queues(), get_config()["EMBEDDED_WORKERS"])  # once
         if scope["path"].rstrip("/") == mcp_path or scope["path"] == mcp_path:
-            await consumer(scope, receive, send)
+            # Only a request with a session cookie can have a session user: the others
+            # skip the session and user lookups (a trip to the ORM thread each).
+            if _has_cookie(scope, session_cookie):
+                await with_session(scope, receive, send)
+            else:
+                await consumer(scope, receive, send)
+        elif resource_metadata.is_metadata_path(scope["path"]):
+            await resource_metadata.serve(scope, receive, send)
         else:
             await django_app(scope, receive, send)
 
-    router = ProtocolTypeRouter({"http": http})
+    protocols: dict[str, ASGIApp] = {"http": http}
+    live = admin_live_application()
+    if live is not None:
+        protocols["websocket"] = live
+    router = ProtocolTypeRouter(protocols)
     router.mcp_tasks_path = mcp_path  # read by the system checks
     return router
+
+
+def admin_live_application() -> ASGIApp | None:
+    """The live admin's WebSocket at ``ADMIN_LIVE_PATH`` (None when it is not set): the
+    admin session's user, browser origins checked against ``ALLOWED_HOSTS``."""
+    live_path = get_config()["ADMIN_LIVE_PATH"]
+    if not live_path or not apps.is_installed("django.contrib.sessions"):
+        return None
+    from channels.auth import AuthMiddlewareStack
+    from channels.routing import URLRouter
+    from channels.security.websocket import AllowedHostsOriginValidator
+    from django.urls import path as route
+
+    from .admin_live import AdminLiveConsumer
+
+    routes = [route(live_path.lstrip("/"), AdminLiveConsumer.as_asgi())]
+    return AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(routes)))
+
+
+def _has_cookie(scope: dict[str, Any], prefix: bytes) -> bool:
+    return any(name == b"cookie" and prefix in value for name, value in scope.get("headers") or ())
 
 
 def _task_queues() -> list[str]:

@@ -12,7 +12,9 @@ class AccessToken:
     """A bearer token accepted by the configured ``TOKEN_VERIFIER``.
 
     ``expires_at`` is a Unix timestamp (seconds) or None for no expiry. ``user`` may carry
-    the Django user the token stands for.
+    the Django user the token stands for. ``audience``: the resources (RFC 8707) the token
+    was issued for; when not empty, a token whose audience does not name this server's
+    ``RESOURCE`` is refused. Empty: not bound to a resource.
     """
 
     token: str
@@ -21,6 +23,7 @@ class AccessToken:
     expires_at: int | None = None
     claims: dict[str, Any] = field(default_factory=dict)
     user: Any = None
+    audience: tuple[str, ...] = ()
 
     def is_expired(self, now: float | None = None) -> bool:
         """True when ``expires_at`` has passed."""

@@ -9,12 +9,14 @@ import difflib
 import importlib.util
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning as CheckWarning, register
 from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS, get_config
+from .oauth_checks import check_oauth
 
 _README = "See the 'Settings' table in the django-mcp-tasks README."
 _IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
@@ -23,7 +25,14 @@ _CORE_REDIS_LAYER = "channels_redis.core.RedisChannelLayer"
 _PUBSUB_LAYER = "channels_redis.pubsub.RedisPubSubChannelLayer"
 
 # Types of the keys whose default does not tell; every other key takes its default's type.
-_NULLABLE_STRINGS = {"INSTRUCTIONS", "RESOURCE_METADATA_URL"}
+_NULLABLE_STRINGS = {
+    "INSTRUCTIONS",
+    "RESOURCE_METADATA_URL",
+    "RESOURCE",
+    "JWT_ISSUER",
+    "JWT_JWKS_URL",
+}
+_NULLABLE_LISTS = {"SCOPES_SUPPORTED"}
 _DOTTED_PATHS = {"TOKEN_VERIFIER", "LIFESPAN"}
 _NULLABLE_NUMBERS = {"TASK_TTL"}  # None: kept forever
 
@@ -40,6 +49,9 @@ def check_mcp_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
         messages += _check_asgi_route()
         messages += _check_channel_layer()
         messages += _check_hosts()
+        messages += check_oauth()
+        messages += _check_notifications()
+    messages += _check_database_connections()
     return messages
 
 
@@ -162,10 +174,29 @@ def _value_problem(key: str, value: Any) -> str | None:
     default = DEFAULTS[key]
     if key in _NULLABLE_STRINGS:
         return None if value is None or isinstance(value, str) else "must be a string or None"
+    if key in _NULLABLE_LISTS:
+        if value is None or (
+            isinstance(value, list | tuple) and all(isinstance(item, str) for item in value)
+        ):
+            return None
+        return "must be a list of strings or None"
     if key in _DOTTED_PATHS:
         if value is None or callable(value) or (isinstance(value, str) and "." in value):
             return None
         return "must be a dotted import path ('package.module.name'), a callable or None"
+    if key == "MAX_REQUESTS_IN_PROGRESS":
+        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            return None
+        return "must be a whole number of requests (1 or more) or None (no limit)"
+    if key == "SITE_URL":
+        parts = urlsplit(value) if isinstance(value, str) else None
+        if value is None or (parts and parts.scheme in ("http", "https") and parts.netloc):
+            return None
+        return "must be the site's absolute URL ('https://ops.example.com') or None"
+    if key == "ADMIN_LIVE_PATH":
+        if value is None or (isinstance(value, str) and value.startswith("/") and len(value) > 1):
+            return None
+        return "must be a URL path starting with '/' or None"
     if key == "PATH":
         if isinstance(value, str) and value.startswith("/") and len(value) > 1:
             return None
@@ -321,6 +352,34 @@ def _check_redis_read_timeout(layer: dict[str, Any]) -> list[CheckMessage]:
     ]
 
 
+# -- W005: database connections ---------------------------------------------------------------
+
+
+def _check_database_connections() -> list[CheckMessage]:
+    """W005: a PostgreSQL connection opened per ORM call costs more than the call."""
+    messages: list[CheckMessage] = []
+    for alias, database in settings.DATABASES.items():
+        if "postgresql" not in str(database.get("ENGINE", "")):
+            continue
+        max_age = database.get("CONN_MAX_AGE", 0)
+        if max_age is None or max_age > 0 or (database.get("OPTIONS") or {}).get("pool"):
+            continue  # kept for a while, forever, or pooled
+        messages.append(
+            CheckWarning(
+                f"DATABASES[{alias!r}] opens a new PostgreSQL connection for every request and "
+                "every ORM call of mcp_tasks (CONN_MAX_AGE is 0): each costs a few "
+                "milliseconds, several per background task.",
+                hint=(
+                    "Keep connections: CONN_MAX_AGE = 600 with CONN_HEALTH_CHECKS = True (what "
+                    "the example project does), or psycopg 3's pool: "
+                    "OPTIONS = {'pool': True}."
+                ),
+                id="mcp_tasks.W005",
+            )
+        )
+    return messages
+
+
 # -- W002: hosts and origins -----------------------------------------------------------------
 
 
@@ -334,5 +393,23 @@ def _check_hosts() -> list[CheckMessage]:
             "its own origin. MCP_TASKS['ALLOWED_ORIGINS'] cannot close that hole.",
             hint="List your real host names in ALLOWED_HOSTS (e.g. ['mcp.example.com']).",
             id="mcp_tasks.W002",
+        )
+    ]
+
+
+# -- E006: notification mails need the site's URL ----------------------------------------------
+
+
+def _check_notifications() -> list[CheckMessage]:
+    config = get_config()
+    if not config["NOTIFY_QUESTIONS"] or config["SITE_URL"]:
+        return []
+    return [
+        Error(
+            "MCP_TASKS['NOTIFY_QUESTIONS'] is on but MCP_TASKS['SITE_URL'] is not set, so the "
+            "mails cannot link to the admin's Answer page.",
+            hint="Set MCP_TASKS['SITE_URL'] to the admin's scheme and host, e.g. "
+            "'https://ops.example.com'.",
+            id="mcp_tasks.E006",
         )
     ]

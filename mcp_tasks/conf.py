@@ -25,12 +25,40 @@ DEFAULTS: dict[str, Any] = {
     "ALLOWED_ORIGINS": [],
     # Largest accepted request body in bytes (larger → HTTP 413).
     "MAX_BODY_BYTES": 4 * 1024 * 1024,
+    # POSTs one process serves at once; past it a new POST gets HTTP 503 with Retry-After
+    # and a JSON-RPC error (-32000), logged as a warning. Streams (a legacy GET, an
+    # acknowledged subscriptions/listen) don't count. None: no limit.
+    "MAX_REQUESTS_IN_PROGRESS": 1000,
     # Dotted path to a callable ``(token: str) -> AccessToken | None`` (sync or async)
     # that verifies bearer tokens. None: bearer tokens are rejected with 401.
     "TOKEN_VERIFIER": None,
     # Serve clients with no credentials at all. False → 401 for them.
     "ALLOW_ANONYMOUS": True,
-    # URL of the OAuth protected-resource metadata, announced in WWW-Authenticate.
+    # Seconds the request path remembers whether a user holds a tool's Django permissions
+    # (tools/list, tools/call …; 0: ask every time). Workers always ask afresh.
+    "PERMISSION_CACHE_TTL": 5.0,
+    # --- OAuth (RFC 9728 protected resource metadata, RFC 8707 resource indicators) ---
+    # Issuer URLs of the authorization servers clients sign in with ("/" or "/o": an issuer
+    # on this server's own origin). Non-empty: the
+    # metadata document is served at /.well-known/oauth-protected-resource[PATH] and 401
+    # challenges point at it.
+    "AUTHORIZATION_SERVERS": [],
+    # Canonical URI of this MCP server (the tokens' audience). None: the request's
+    # scheme://host + PATH.
+    "RESOURCE": None,
+    # Scopes announced in the metadata. None: every scope the registered items require.
+    "SCOPES_SUPPORTED": None,
+    # How clients may send the bearer token (only the Authorization header is read).
+    "BEARER_METHODS_SUPPORTED": ["header"],
+    # Seconds the ready verifiers (mcp_tasks.verifiers.dot / .jwks) remember a verified
+    # token (0: verify every request). A revoked token is refused after at most this long.
+    "TOKEN_CACHE_TTL": 10.0,
+    # mcp_tasks.verifiers.jwks: the issuer (``iss``), its JWKS URL and accepted algorithms.
+    "JWT_ISSUER": None,
+    "JWT_JWKS_URL": None,
+    "JWT_ALGORITHMS": ["RS256", "ES256"],
+    # URL of the protected-resource metadata announced in WWW-Authenticate. None: built
+    # from the request when AUTHORIZATION_SERVERS is set.
     "RESOURCE_METADATA_URL": None,
     # Seconds a modern-era requestState (MRTR) stays valid.
     "REQUEST_STATE_TTL": 900,
@@ -40,6 +68,10 @@ DEFAULTS: dict[str, Any] = {
     "CLIENT_REQUEST_TIMEOUT": 300.0,
     # Seconds of inactivity after which a legacy session is forgotten.
     "SESSION_IDLE_TIMEOUT": 24 * 3600,
+    # Seconds a process keeps a legacy session it read, instead of reading it per request
+    # (0: read it every time). A DELETE or logging/setLevel drops it in every process at
+    # once through the channel layer; the TTL bounds staleness if that message is lost.
+    "SESSION_CACHE_TTL": 10.0,
     # Dotted path to an async context manager factory ``(server) -> AsyncContextManager[T]``;
     # T is exposed to tools as ``ctx.lifespan_context``.
     "LIFESPAN": None,
@@ -54,8 +86,14 @@ DEFAULTS: dict[str, Any] = {
     "TASK_TTL": 24 * 3600,
     # Seconds between polls suggested to clients (pollIntervalMs); TaskConfig(poll_interval=...).
     "TASK_POLL_INTERVAL": 0.5,
+    # Seconds a tasks/get of a working task may wait for the task's next change before it
+    # answers (it answers at once when the task changes; 0: always at once).
+    "TASK_GET_HOLD": 0.5,
     # rq job timeout in seconds; TaskConfig(timeout=...).
     "TASK_TIMEOUT": 3600,
+    # Tools a TaskWorker process runs at once (async tools on its event loop, sync tools on
+    # its thread pool). A task waiting for an answer does not count.
+    "TASK_CONCURRENCY": 16,
     # Seconds between the housekeeping runs of each TaskWorker (stalled tasks, timed-out
     # questions, expired rows): the bound on how late those are noticed.
     "TASK_MAINTENANCE_INTERVAL": 30,
@@ -73,9 +111,28 @@ DEFAULTS: dict[str, Any] = {
     "INPUT_TIMEOUT": 24 * 3600,
     # Request headers kept (encrypted) in a task's snapshot and shown to the tool as ctx.headers.
     "SNAPSHOT_HEADERS": ["user-agent", "accept-language", "x-request-id"],
-    # Run rq worker threads inside the ASGI process (development without Redis), and how many.
+    # Run a task worker thread inside the ASGI process (development without Redis), and how
+    # many (each runs TASK_CONCURRENCY tasks at once).
     "EMBEDDED_WORKER": False,
-    "EMBEDDED_WORKERS": 4,
+    "EMBEDDED_WORKERS": 1,
+    # --- operators ---
+    # E-mail new questions to the people who may answer them (needs SITE_URL for the links).
+    "NOTIFY_QUESTIONS": False,
+    # Addresses those mails go to. Empty: every active staff user with an e-mail address who
+    # holds the ``mcp_tasks.answer_inputrequest`` permission (superusers included).
+    "NOTIFY_RECIPIENTS": [],
+    # Seconds after a notification mail during which new questions are gathered; they go out
+    # together in one digest once the window has passed.
+    "NOTIFY_DIGEST_WINDOW": 60,
+    # Scheme and host that links in mails start with ("https://ops.example.com").
+    "SITE_URL": None,
+    # URL path of the live admin's WebSocket, routed by mcp_application (e.g.
+    # "/mcp-tasks/admin-live/"). None: no WebSocket and no publishing for it; the admin's
+    # task and question pages refresh every ADMIN_REFRESH_INTERVAL seconds instead.
+    "ADMIN_LIVE_PATH": None,
+    # Seconds between refreshes of the admin's task and question pages when their WebSocket
+    # is not available (0: never).
+    "ADMIN_REFRESH_INTERVAL": 5,
 }
 
 

@@ -7,6 +7,7 @@ nor the task engine.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar, overload
@@ -59,6 +60,10 @@ class ContextBackend(Protocol):
 
     async def close_stream(self) -> None: ...
 
+    def is_cancelled(self) -> bool:
+        """True once the call or task was cancelled (sync: safe from a tool's thread)."""
+        ...
+
 
 class _NoBackend:
     """Backend of a ``Context`` made outside any request or task."""
@@ -93,6 +98,9 @@ class _NoBackend:
 
     async def close_stream(self) -> None:
         return None
+
+    def is_cancelled(self) -> bool:
+        return False
 
 
 class Context:
@@ -204,6 +212,21 @@ class Context:
         """True when the client advertised ``extension_id`` in its capabilities."""
         extensions = self.client_capabilities.get("extensions")
         return isinstance(extensions, dict) and extension_id in extensions
+
+    # -- cancellation ---------------------------------------------------------------------
+
+    @property
+    def is_cancelled(self) -> bool:
+        """True once this task was cancelled (or timed out). Async tools get
+        ``CancelledError`` at their next ``await``; a sync tool, which nothing can
+        interrupt, should look here (or call :meth:`raise_if_cancelled`) in long loops.
+        Every ``Context`` call of a cancelled task raises ``CancelledError`` too."""
+        return self._backend.is_cancelled()
+
+    def raise_if_cancelled(self) -> None:
+        """Raise ``asyncio.CancelledError`` when :attr:`is_cancelled` (sync tools)."""
+        if self.is_cancelled:
+            raise asyncio.CancelledError()
 
     # -- notifications --------------------------------------------------------------------
 

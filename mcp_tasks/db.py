@@ -1,29 +1,71 @@
-"""``db(fn)``: run a synchronous ORM function from async code, in Django's thread for
-sync code, closing stale connections before and after (what Channels'
-``database_sync_to_async`` does, without importing Channels into the lower layers)."""
+"""``db(fn)``: run a synchronous ORM function from async code, in Django's thread for sync
+code, with connection hygiene (what Channels' ``database_sync_to_async`` does, without
+importing Channels into the lower layers).
+
+Connections persist when the project sets ``CONN_MAX_AGE`` (every ORM call of a process
+runs on that one thread, so one connection serves them all). Each call is a "request" to
+Django's connection handling: a connection that raised or grew too old is closed after
+it. ``CONN_HEALTH_CHECKS`` would ping the database before every call; here only a
+connection idle for more than :data:`IDLE_CHECK_AFTER` seconds is pinged first.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+#: Seconds a kept connection may sit unused before it is checked again.
+IDLE_CHECK_AFTER = 30.0
+
+_caller = threading.local()
+
+
+def calling_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop awaiting the ``db()`` call running on this thread (None elsewhere):
+    code deep in a call (an ``on_commit`` hook) can hand async work back to it."""
+    return getattr(_caller, "loop", None)
+
+
+def _check_idle_connections_only() -> None:
+    """Django's health check pings before every call: mark recently used connections as
+    checked, so that only one idle for :data:`IDLE_CHECK_AFTER` seconds is pinged."""
+    now = time.monotonic()
+    last = getattr(_caller, "used_at", None)
+    _caller.used_at = now
+    if last is None or now - last >= IDLE_CHECK_AFTER:
+        return
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None:
+            connection.health_check_done = True  # type: ignore[attr-defined]
 
 
 def db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     """The async version of ``fn``, run with database connection hygiene."""
 
-    @functools.wraps(fn)
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+    def run(loop: asyncio.AbstractEventLoop, *args: P.args, **kwargs: P.kwargs) -> R:
+        _caller.loop = loop
         close_old_connections()
+        _check_idle_connections_only()
         try:
             return fn(*args, **kwargs)
         finally:
             close_old_connections()
+            _caller.loop = None
 
-    return sync_to_async(run, thread_sensitive=True)
+    in_thread = sync_to_async(run, thread_sensitive=True)
+
+    @functools.wraps(fn)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await in_thread(asyncio.get_running_loop(), *args, **kwargs)
+
+    return call

@@ -8,6 +8,8 @@ from typing import Any
 
 #: Every stream that forwards server-wide notifications (list changed, resource updated).
 BROADCAST = "mcp_tasks.broadcast"
+#: The live admin pages (new tasks, status changes, questions asked and answered).
+ADMIN = "mcp_tasks.admin"
 
 
 def _digest(*parts: Any) -> str:
@@ -32,6 +34,11 @@ def call_group(session_id: str, request_id: Any) -> str:
 def task_group(task_id: str) -> str:
     """Everyone watching a task: listen streams and the worker running it."""
     return f"mcp_tasks.task.{_digest(task_id)}"
+
+
+def worker_group(worker_name: str) -> str:
+    """The task runtime of one worker process (wake-ups for the tasks it runs)."""
+    return f"mcp_tasks.worker.{_digest(worker_name)}"
 
 
 def stream_group(stream_id: str) -> str:

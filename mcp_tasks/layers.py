@@ -1,13 +1,16 @@
-"""An in-memory channel layer that several threads of one process may share.
+"""Channel-layer helpers.
 
-Channels' ``InMemoryChannelLayer`` keeps asyncio queues bound to one event loop, so a
-sender on another thread's loop (the embedded task worker) corrupts it. This layer runs
-every operation on one private loop in a background thread.
+- :class:`InProcessChannelLayer`: an in-memory channel layer that several threads of one
+  process may share. Channels' ``InMemoryChannelLayer`` keeps asyncio queues bound to one
+  event loop, so a sender on another thread's loop (the embedded task worker) corrupts it;
+  this layer runs every operation on one private loop in a background thread.
+- :func:`keep_reading`: keeps channels_redis' pub/sub layer reading at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -51,3 +54,26 @@ class InProcessChannelLayer(InMemoryChannelLayer):
 
     async def flush(self) -> None:
         await self._home(super().flush())
+
+
+_reading: set[tuple[int, int]] = set()
+
+
+async def keep_reading(layer: Any) -> None:
+    """Subscribe this process (once per layer and event loop) to a group nobody sends to.
+
+    channels_redis' ``RedisPubSubChannelLayer`` looks at its connection only every 100 ms
+    while it has no subscription at all, so a request that subscribes first in an idle
+    process would hear its first message up to 100 ms late. With one lasting subscription
+    the layer keeps reading and delivers at once.
+    """
+    key = (id(layer), id(asyncio.get_running_loop()))
+    if key in _reading:
+        return
+    _reading.add(key)
+    try:
+        channel = await layer.new_channel()
+        await layer.group_add(f"mcp_tasks.reading.{os.getpid()}", channel)
+    except Exception:
+        _reading.discard(key)
+        raise

@@ -49,6 +49,8 @@ class Task(models.Model):
 
     id = models.CharField(primary_key=True, max_length=64, editable=False)
     principal_scope = models.CharField(max_length=255, db_index=True)
+    #: The OAuth client whose token created the task ("" without a token).
+    client_id = models.CharField(max_length=255, blank=True, default="")
     tool_name = models.CharField(max_length=128, db_index=True)
     arguments = models.JSONField(default=dict, blank=True)
     status = models.CharField(
@@ -84,10 +86,21 @@ class Task(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    retry_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="retries",
+        help_text="The failed task this task runs again.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
-        permissions = [("answer_inputrequest", "Can answer questions asked by tasks")]
+        permissions = [
+            ("answer_inputrequest", "Can answer questions asked by tasks"),
+            ("retry_task", "Can retry failed tasks"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool_name} {self.id[:8]}… ({self.status})"
@@ -174,6 +187,9 @@ class InputRequest(models.Model):
     answered_at = models.DateTimeField(null=True, blank=True)
     relayed_at = models.DateTimeField(
         null=True, blank=True, help_text="2025-11-25 sessions: when a stream sent it to the client."
+    )
+    notified_at = models.DateTimeField(
+        null=True, blank=True, db_index=True, help_text="When it was e-mailed to operators."
     )
 
     class Meta:

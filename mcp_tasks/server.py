@@ -12,6 +12,7 @@ This module knows nothing about HTTP, Channels or rq.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import typing
@@ -24,6 +25,7 @@ from django.core.exceptions import ImproperlyConfigured
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 
 from .context import Context
+from .permissions import OPEN, Access
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -122,9 +124,12 @@ class ToolSpec:
     meta: dict[str, Any] | None = None
     #: A hand-written JSON Schema (2020-12) advertised verbatim and validated with jsonschema.
     raw_input_schema: dict[str, Any] | None = None
+    #: Who may list and call it (see :mod:`mcp_tasks.permissions`).
+    access: Access = OPEN
 
-    @property
+    @functools.cached_property
     def input_schema(self) -> dict[str, Any]:
+        """The ``inputSchema`` (built once; treat it as read-only)."""
         if self.raw_input_schema is not None:
             return self.raw_input_schema
         return self.metadata.arg_model.model_json_schema(by_alias=True)
@@ -164,8 +169,10 @@ class PromptSpec:
     is_async: bool
     icons: list[types.Icon] | None = None
     meta: dict[str, Any] | None = None
+    access: Access = OPEN
 
-    def arguments(self) -> list[dict[str, Any]]:
+    @functools.cached_property
+    def _argument_list(self) -> list[dict[str, Any]]:
         schema = self.metadata.arg_model.model_json_schema(by_alias=True)
         required = set(schema.get("required", []))
         out = []
@@ -175,6 +182,10 @@ class PromptSpec:
                 argument["description"] = prop["description"]
             out.append(argument)
         return out
+
+    def arguments(self) -> list[dict[str, Any]]:
+        """The prompt's arguments as ``prompts/list`` shows them."""
+        return [dict(argument) for argument in self._argument_list]
 
     def definition(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "arguments": self.arguments()}
@@ -209,6 +220,7 @@ class ResourceSpec:
     meta: dict[str, Any] | None = None
     variables: list[str] = field(default_factory=list)
     pattern: re.Pattern[str] | None = None
+    access: Access = OPEN
 
     @property
     def is_template(self) -> bool:
@@ -283,12 +295,15 @@ class MCPServer:
         icons: list[types.Icon] | None = None,
         meta: dict[str, Any] | None = None,
         input_schema: dict[str, Any] | None = None,
+        permissions: list[str] | None = None,
+        scopes: list[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a function as a tool. ``task=True`` lets it run as a background task.
 
         ``input_schema`` replaces the schema derived from the type hints: it is advertised as
         written and arguments are validated against it (JSON Schema 2020-12), then passed to
-        the function as keyword arguments.
+        the function as keyword arguments. ``permissions`` (Django, for users) and ``scopes``
+        (OAuth, for bearer tokens) restrict who sees and calls it (:mod:`.permissions`).
         """
         if callable(name):
             raise TypeError("use @mcp.tool() with parentheses")
@@ -325,6 +340,7 @@ class MCPServer:
                 icons=icons,
                 meta=meta,
                 raw_input_schema=input_schema,
+                access=Access.of(f"tool {tool_name!r}", permissions, scopes),
             )
             return fn
 
@@ -338,8 +354,11 @@ class MCPServer:
         description: str | None = None,
         icons: list[types.Icon] | None = None,
         meta: dict[str, Any] | None = None,
+        permissions: list[str] | None = None,
+        scopes: list[str] | None = None,
     ) -> Callable[[F], F]:
-        """Register a function that renders a prompt."""
+        """Register a function that renders a prompt (``permissions``/``scopes`` as for
+        tools)."""
         if callable(name):
             raise TypeError("use @mcp.prompt() with parentheses")
 
@@ -357,6 +376,7 @@ class MCPServer:
                 is_async=_is_async(fn),
                 icons=icons,
                 meta=meta,
+                access=Access.of(f"prompt {prompt_name!r}", permissions, scopes),
             )
             return fn
 
@@ -373,9 +393,12 @@ class MCPServer:
         icons: list[types.Icon] | None = None,
         annotations: types.Annotations | None = None,
         meta: dict[str, Any] | None = None,
+        permissions: list[str] | None = None,
+        scopes: list[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a resource; a URI with ``{variables}`` registers a resource template
-        whose variables are passed to the function as keyword arguments."""
+        whose variables are passed to the function as keyword arguments
+        (``permissions``/``scopes`` as for tools)."""
 
         def decorator(fn: F) -> F:
             variables = _TEMPLATE_VAR.findall(uri)
@@ -412,6 +435,7 @@ class MCPServer:
                 meta=meta,
                 variables=variables,
                 pattern=pattern,
+                access=Access.of(f"resource {uri!r}", permissions, scopes),
             )
             return fn
 

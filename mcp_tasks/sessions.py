@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -29,16 +30,25 @@ class StoredSession:
         self.client_info: dict[str, Any] = dict(row.client_info or {})
         self.log_level: str | None = row.log_level or None
         self.subscriptions: list[str] = list(row.subscriptions or [])
+        #: Called after a change, so that processes that keep sessions forget this one.
+        self.on_change: Callable[[], Awaitable[None]] | None = None
 
     async def set_log_level(self, level: str) -> None:
         self.log_level = level
         await LegacySession.objects.filter(pk=self.id).aupdate(log_level=level)
+        await self._changed()
 
     async def subscribe(self, uri: str) -> None:
         await db(self._change_subscriptions)(add=uri)
+        await self._changed()
 
     async def unsubscribe(self, uri: str) -> None:
         await db(self._change_subscriptions)(remove=uri)
+        await self._changed()
+
+    async def _changed(self) -> None:
+        if self.on_change is not None:
+            await self.on_change()
 
     def _change_subscriptions(self, add: str | None = None, remove: str | None = None) -> None:
         from django.db import transaction
@@ -73,8 +83,8 @@ def _idle_cutoff() -> Any:
 
 async def load_session(session_id: str, principal: Principal) -> StoredSession | None:
     """The live session with this id owned by ``principal``, or None."""
-    if not session_id or len(session_id) > 64:
-        return None
+    if not session_id or len(session_id) > 64 or "\x00" in session_id:
+        return None  # names no session (and PostgreSQL cannot compare a NUL)
     row = await LegacySession.objects.filter(
         pk=session_id, principal_scope=principal.scope, last_seen_at__gte=_idle_cutoff()
     ).afirst()

@@ -19,7 +19,9 @@ def parse_event_id(value: str | None) -> tuple[str, int] | None:
     if not value:
         return None
     stream_id, _, sequence = value.rpartition(":")
-    if not stream_id or not sequence.isdigit() or len(stream_id) > 64:
+    if not stream_id or len(stream_id) > 64 or "\x00" in stream_id:
+        return None
+    if not (sequence.isascii() and sequence.isdigit() and len(sequence) <= 18):
         return None
     return stream_id, int(sequence)
 

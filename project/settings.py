@@ -45,6 +45,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_rq",
+    # The OAuth authorization server MCP clients sign in with (README "Sign-in (OAuth)").
+    "oauth2_provider",
     "mcp_tasks",
     "project.demo",
 ]
@@ -78,10 +80,16 @@ TEMPLATES = [
 ]
 
 # --- database -------------------------------------------------------------------------------
-# conn_max_age=0: async views and tool threads must not keep connections across requests.
+# Persistent connections: each thread that touches the ORM (mcp_tasks runs its ORM work on one
+# thread per process, sync tools on a small pool) keeps its connection instead of opening one
+# per query; health checks replace a connection the server dropped (mcp_tasks pings only
+# connections idle for 30 s; system check mcp_tasks.W005 warns when PostgreSQL connections
+# are not kept).
 _database: dict[str, Any] = dict(
     dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=0
+        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
+        conn_max_age=600,
+        conn_health_checks=True,
     )
 )
 if _database["ENGINE"] == "django.db.backends.sqlite3":
@@ -131,6 +139,35 @@ MCP_TASKS: dict[str, Any] = {
     ),
     "ALLOWED_ORIGINS": _env_list("MCP_ALLOWED_ORIGINS"),
     "EMBEDDED_WORKER": not REDIS_URL,
+    # Sign-in: tokens issued by django-oauth-toolkit below; its issuer is this origin.
+    "TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify",
+    "AUTHORIZATION_SERVERS": ["/"],
+    # MCP_ALLOW_ANONYMOUS=0: every client must sign in (401 with the metadata's URL).
+    "ALLOW_ANONYMOUS": os.environ.get("MCP_ALLOW_ANONYMOUS", "1") != "0",
+    # The admin's task and question pages update themselves over this WebSocket.
+    "ADMIN_LIVE_PATH": "/mcp-tasks/admin-live/",
+}
+
+# --- OAuth authorization server (django-oauth-toolkit) ------------------------------------------
+# What MCP clients expect: authorization code with PKCE (S256 only), RFC 8414 metadata at
+# /.well-known/oauth-authorization-server, and dynamic client registration (RFC 7591) at
+# /o/register/ for clients nobody registered by hand. Users sign in at LOGIN_URL.
+LOGIN_URL = "/accounts/login/"
+OAUTH2_PROVIDER = {
+    "PKCE_REQUIRED": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,  # refuse code_challenge_method=plain
+    "SCOPES": {"mcp": "Use this server's MCP tools and tasks"},
+    "DEFAULT_SCOPES": ["mcp"],
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": [
+        "none",
+        "client_secret_post",
+        "client_secret_basic",
+    ],
+    "DCR_ENABLED": True,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,
 }
 
 # --- the rest -------------------------------------------------------------------------------

@@ -1,16 +1,39 @@
-"""URLs of the example project: the landing page, the admin and django-rq's pages.
+"""URLs of the example project: the landing page, sign-in (OAuth), the admin and django-rq's pages.
 
 ``/mcp`` is not here: it is routed in ``project/asgi.py``, before Django's URL resolver.
 """
 
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path
+from oauth2_provider import views as oauth2_views
 
 from project import views
 
+# django-oauth-toolkit: RFC 8414 metadata at the origin's root (the issuer is the origin);
+# authorize, token, revoke and dynamic client registration (RFC 7591) under /o/.
+_oauth = [
+    path(
+        ".well-known/oauth-authorization-server",
+        oauth2_views.OAuthServerMetadataView.as_view(),
+        name="oauth-server-metadata",
+    ),
+    path("o/authorize/", oauth2_views.AuthorizationView.as_view(), name="authorize"),
+    path("o/token/", oauth2_views.TokenView.as_view(), name="token"),
+    path("o/revoke_token/", oauth2_views.RevokeTokenView.as_view(), name="revoke-token"),
+    path("o/register/", oauth2_views.DynamicClientRegistrationView.as_view(), name="dcr-register"),
+    path(
+        "o/register/<str:client_id>/",
+        oauth2_views.DynamicClientRegistrationManagementView.as_view(),
+        name="dcr-register-management",
+    ),
+]
+
 urlpatterns = [
     path("", views.index, name="index"),
+    path("", include((_oauth, "oauth2_provider"))),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     # django-rq 4 also mounts its dashboard inside the admin (/admin/django_rq/dashboard/);
     # this include keeps the classic URLs. Its views require a staff login. Before "admin/".
     path("admin/django-rq/", include("django_rq.urls")),

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -78,6 +78,18 @@ def _with_database(url: str, name: str) -> str:
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
+@pytest.fixture
+async def orm_thread_closed() -> AsyncIterator[None]:
+    """For async tests whose code reaches the ORM through ``mcp_tasks.db.db``: close the
+    ORM thread's connection afterwards, so the test database can be dropped at the end."""
+    yield
+    from django.db import connections
+
+    from mcp_tasks.db import db
+
+    await db(connections.close_all)()
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     """URL of a reachable Redis server (skip, or fail on CI, when there is none)."""
@@ -121,7 +133,7 @@ def uses_postgres() -> bool:
 
 @dataclass
 class LiveServer:
-    """A daphne subprocess serving ``project.asgi:application``."""
+    """An ASGI server subprocess (daphne or uvicorn) serving ``project.asgi:application``."""
 
     url: str  # "http://127.0.0.1:PORT"
     database_url: str
@@ -284,10 +296,31 @@ _SERVERS = pytest.StashKey[list[LiveServer]]()
 AsgiServerFactory = Callable[..., LiveServer]
 
 
-def launch_server(overrides: Mapping[str, str], log_path: Path, *, label: str) -> LiveServer:
-    """Start daphne with ``project.asgi:application`` on a free loopback port, the
-    environment of :func:`_server_env` plus ``overrides`` (which must name DATABASE_URL),
-    and wait until it answers. The caller stops it (:meth:`LiveServer.stop`)."""
+#: The ASGI server of live servers: ``daphne`` (what ``runserver`` uses) or ``uvicorn`` (the
+#: README's production command); ``MCP_TASKS_TEST_SERVER`` picks it for a whole run.
+ASGI_SERVERS = ("daphne", "uvicorn")
+
+
+def asgi_server_name() -> str:
+    name = os.environ.get("MCP_TASKS_TEST_SERVER", "daphne")
+    if name not in ASGI_SERVERS:
+        raise ValueError(f"MCP_TASKS_TEST_SERVER must be one of {ASGI_SERVERS}, not {name!r}")
+    return name
+
+
+def _server_command(name: str, fd: str) -> list[str]:
+    if name == "uvicorn":
+        return [sys.executable, "-m", "tests.uvicorn_fd", fd]
+    return [sys.executable, "-m", "daphne", "--fd", fd, "-v", "1", "project.asgi:application"]
+
+
+def launch_server(
+    overrides: Mapping[str, str], log_path: Path, *, label: str, server: str | None = None
+) -> LiveServer:
+    """Start ``server`` (default: :func:`asgi_server_name`) with ``project.asgi:application``
+    on a free loopback port, the environment of :func:`_server_env` plus ``overrides``
+    (which must name DATABASE_URL), and wait until it answers. The caller stops it
+    (:meth:`LiveServer.stop`)."""
     server_env = _server_env(overrides)
     sock = _listening_socket()
     port = sock.getsockname()[1]
@@ -295,7 +328,7 @@ def launch_server(overrides: Mapping[str, str], log_path: Path, *, label: str) -
     try:
         fd = str(sock.fileno())
         process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "--fd", fd, "-v", "1", "project.asgi:application"],
+            _server_command(server or asgi_server_name(), fd),
             cwd=ROOT,
             env=server_env,
             stdin=subprocess.DEVNULL,
@@ -308,7 +341,7 @@ def launch_server(overrides: Mapping[str, str], log_path: Path, *, label: str) -
         raise
     finally:
         sock.close()  # the child holds its own copy of the listening socket
-    server = LiveServer(
+    live = LiveServer(
         url=f"http://127.0.0.1:{port}",
         database_url=server_env["DATABASE_URL"],
         env=server_env,
@@ -318,11 +351,11 @@ def launch_server(overrides: Mapping[str, str], log_path: Path, *, label: str) -
         _log=log,
     )
     try:
-        _wait_until_serving(server, time.monotonic() + SERVER_START_TIMEOUT)
+        _wait_until_serving(live, time.monotonic() + SERVER_START_TIMEOUT)
     except BaseException:
-        server.stop()
+        live.stop()
         raise
-    return server
+    return live
 
 
 @pytest.fixture

@@ -34,6 +34,8 @@ CLIENTS = Path(__file__).resolve().parent / "legacy_clients"
 CLIENT_VENVS: dict[str, tuple[str, ...]] = {
     "mcp1": ("mcp==1.30.0",),
     "fastmcp3": ("fastmcp==3.4.7",),
+    # The peer servers of tests/benchmarks/compare.py (FastMCP 4 with Docket tasks).
+    "bench-peer": ("fastmcp==4.1.4", "fastmcp-tasks==4.1.4", "uvicorn==0.54.0"),
 }
 MARKER = ".mcp_tasks-client-venv"
 INSTALL_TIMEOUT = 900
@@ -49,9 +51,14 @@ def venv_python(directory: Path) -> Path:
     return directory / "bin" / "python"
 
 
-def ensure_client_venv(name: str) -> Path:
+class VenvBuildError(RuntimeError):
+    """A client virtualenv could not be built (the message has pip's output)."""
+
+
+def build_client_venv(name: str) -> Path:
     """The python of virtualenv ``.venv-<name>``, built (or rebuilt) when its marker does
-    not match. A lock file keeps concurrent test runs from building it twice."""
+    not match. A lock file keeps concurrent runs from building it twice. Raises
+    :class:`VenvBuildError` when a step fails."""
     requirements = CLIENT_VENVS[name]
     directory = ROOT / f".venv-{name}"
     marker = directory / MARKER
@@ -83,15 +90,22 @@ def ensure_client_venv(name: str) -> Path:
                 )
                 if done.returncode != 0:
                     shutil.rmtree(directory, ignore_errors=True)
-                    pytest.fail(
+                    raise VenvBuildError(
                         f"could not build the {name} client virtualenv ({' '.join(step)} exited "
-                        f"{done.returncode}):\n{done.stdout}\n{done.stderr}",
-                        pytrace=False,
+                        f"{done.returncode}):\n{done.stdout}\n{done.stderr}"
                     )
             marker.write_text(wanted)
             return python
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def ensure_client_venv(name: str) -> Path:
+    """:func:`build_client_venv` for a test: a build failure fails the test (never skips)."""
+    try:
+        return build_client_venv(name)
+    except VenvBuildError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -31,7 +32,20 @@ from tests.conftest import (
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
-LIVE_SETTINGS = {"DJANGO_SETTINGS_MODULE": "tests.live_settings"}
+#: ``MCP_TASKS_TEST_ANONYMOUS=off``: the live servers run with ``ALLOW_ANONYMOUS`` off and
+#: every client of these helpers signs in with a bearer token of the test verifier (as do
+#: the task servers of ``worker_fixtures`` and the clients in other virtualenvs and Node).
+#: The client modules run again so in CI (``noxfile.py``): they must pass either way.
+SIGNED_IN = os.environ.get("MCP_TASKS_TEST_ANONYMOUS", "on") == "off"
+CLIENT_TOKEN = "valid-signed-in" if SIGNED_IN else None
+#: The clients that run in their own virtualenv or in Node read their default token here.
+TOKEN_ENV = "MCP_TASKS_TEST_TOKEN"
+if CLIENT_TOKEN:
+    os.environ.setdefault(TOKEN_ENV, CLIENT_TOKEN)
+LIVE_SETTINGS = {
+    "DJANGO_SETTINGS_MODULE": "tests.live_settings",
+    **({"LIVE_ALLOW_ANONYMOUS": "0"} if SIGNED_IN else {}),
+}
 ACCEPT_BOTH = "application/json, text/event-stream"
 
 
@@ -118,6 +132,8 @@ async def sdk_client(
 
     async with contextlib.AsyncExitStack() as stack:
         extra = dict(headers or {})
+        if token is None and not {"authorization", "cookie"} & {k.lower() for k in extra}:
+            token = CLIENT_TOKEN
         if token is not None:
             extra["Authorization"] = f"Bearer {token}"
         if not extra:
@@ -141,6 +157,14 @@ def modern_headers(method: str, name: str | None = None, **extra: str) -> dict[s
     }
     if name is not None:
         headers["Mcp-Name"] = name
+    return _signed_in(headers, extra)
+
+
+def _signed_in(headers: dict[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """``headers`` with ``extra``, and the client token when :data:`SIGNED_IN` (unless
+    ``extra`` brings credentials of its own)."""
+    if CLIENT_TOKEN and not {"authorization", "cookie"} & {k.lower() for k in extra}:
+        headers["Authorization"] = f"Bearer {CLIENT_TOKEN}"
     headers.update(extra)
     return headers
 
@@ -179,8 +203,7 @@ def legacy_headers(
     }
     if session_id is not None:
         headers["Mcp-Session-Id"] = session_id
-    headers.update(extra)
-    return headers
+    return _signed_in(headers, extra)
 
 
 def parse_sse(text: str) -> list[dict[str, Any]]:

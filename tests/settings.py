@@ -10,7 +10,7 @@ SECRET_KEY = "mcp-tasks-tests-not-secret"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]", "testserver"]
 _CONTRIB = ("admin", "auth", "contenttypes", "sessions", "messages", "staticfiles")
 INSTALLED_APPS = ["daphne", *(f"django.contrib.{app}" for app in _CONTRIB), "django_rq"]
-INSTALLED_APPS += ["mcp_tasks", "project.demo"]
+INSTALLED_APPS += ["oauth2_provider", "mcp_tasks", "project.demo"]
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -33,7 +33,9 @@ TEMPLATES = [
     }
 ]
 DATABASES = {
-    "default": dj_database_url.parse(os.environ.get("DATABASE_URL") or "sqlite://:memory:")
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or "sqlite://:memory:", conn_max_age=600
+    )
 }
 USE_TZ = True
 STATIC_URL = "static/"
@@ -49,3 +51,7 @@ _MEMORY_LAYER = {"BACKEND": "channels.layers.InMemoryChannelLayer"}
 CHANNEL_LAYERS = {"default": _REDIS_LAYER if REDIS_URL else _MEMORY_LAYER}
 RQ_QUEUES = {"mcp_tasks": {"URL": REDIS_URL or "redis://127.0.0.1:6379/15"}}
 MCP_TASKS: dict[str, object] = {}
+
+# Django 6.1+ sends mail through named mailers (no default mailer from Django 2028);
+# earlier versions ignore this and use EMAIL_BACKEND, which pytest-django sets to locmem.
+MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}

@@ -6,9 +6,11 @@ worker-death and lost-job tests run in seconds instead of minutes:
 
 - ``TASKS_HEARTBEAT_INTERVAL``, ``TASKS_LOST_AFTER``, ``TASKS_REQUEUE_AFTER``,
   ``TASKS_MAINTENANCE_INTERVAL``,
-  ``TASKS_INPUT_HOLD_WINDOW``, ``TASKS_TTL``, ``TASKS_POLL_INTERVAL`` (seconds) →
+  ``TASKS_INPUT_HOLD_WINDOW``, ``TASKS_TTL``, ``TASKS_POLL_INTERVAL``,
+  ``TASKS_SESSION_CACHE_TTL`` (seconds) →
   ``MCP_TASKS["TASK_HEARTBEAT_INTERVAL"]`` …;
 - ``TASKS_LIFESPAN`` → ``MCP_TASKS["LIFESPAN"]``;
+- ``TASKS_MAX_REQUESTS_IN_PROGRESS`` (an integer) → ``MCP_TASKS["MAX_REQUESTS_IN_PROGRESS"]``;
 - ``TASKS_SECRET_KEY_FALLBACKS`` (comma-separated) → ``SECRET_KEY_FALLBACKS``
   (``DJANGO_SECRET_KEY`` already sets ``SECRET_KEY``).
 
@@ -29,6 +31,7 @@ _SECONDS = {
     "TASKS_TTL": "TASK_TTL",
     "TASKS_POLL_INTERVAL": "TASK_POLL_INTERVAL",
     "TASKS_MAINTENANCE_INTERVAL": "TASK_MAINTENANCE_INTERVAL",
+    "TASKS_SESSION_CACHE_TTL": "SESSION_CACHE_TTL",
 }
 
 MCP_TASKS = {
@@ -36,6 +39,8 @@ MCP_TASKS = {
     "TOKEN_VERIFIER": "tests.live_tools.task_tools.verify",
     **{key: float(os.environ[name]) for name, key in _SECONDS.items() if os.environ.get(name)},
 }
+if os.environ.get("TASKS_MAX_REQUESTS_IN_PROGRESS"):
+    MCP_TASKS["MAX_REQUESTS_IN_PROGRESS"] = int(os.environ["TASKS_MAX_REQUESTS_IN_PROGRESS"])
 if os.environ.get("TASKS_LIFESPAN"):
     MCP_TASKS["LIFESPAN"] = os.environ["TASKS_LIFESPAN"]
 

@@ -151,6 +151,12 @@ def test_task_list_shows_short_id_tool_status_and_principal(as_operator: Client)
     assert "user:7" in body
 
 
+def test_task_list_and_page_show_the_client_that_created_the_task(as_operator: Client) -> None:
+    task = make_task(principal_scope="user:7", client_id="desk-assistant")
+    assert "desk-assistant" in page(as_operator.get(TASKS))
+    assert "desk-assistant" in page(as_operator.get(task_url(task)))
+
+
 def test_task_list_shows_a_progress_bar_when_progress_is_known(as_operator: Client) -> None:
     make_task(progress=1, progress_total=4)
     body = page(as_operator.get(TASKS))

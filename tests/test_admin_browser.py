@@ -175,7 +175,10 @@ def by(kind: str) -> Any:
 
 
 def log_in(browser: Any, server: LiveServer, username: str) -> None:
-    browser.delete_all_cookies()
+    # Leave the last page first: a live admin page refreshing itself in the background could
+    # otherwise set a new CSRF cookie between the login form's render and its POST.
+    browser.get("about:blank")
+    browser.execute_cdp_cmd("Network.clearBrowserCookies", {})  # every site's, from anywhere
     browser.get(f"{server.url}/admin/login/?next=/admin/")
     # More room for the pages (and the screenshots): the admin's side bar starts closed.
     browser.execute_script("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")

@@ -6,6 +6,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from django.conf import settings
 from django.core.checks import CheckMessage
 from django.test import override_settings
 
@@ -143,6 +144,18 @@ def test_unknown_mcp_tasks_key_is_e003() -> None:
         ("SNAPSHOT_HEADERS", [b"user-agent"]),
         ("EMBEDDED_WORKER", 1),
         ("TASK_TIMEOUT", None),
+        ("MAX_REQUESTS_IN_PROGRESS", 0),
+        ("MAX_REQUESTS_IN_PROGRESS", -5),
+        ("MAX_REQUESTS_IN_PROGRESS", 10.5),
+        ("MAX_REQUESTS_IN_PROGRESS", "100"),
+        ("MAX_REQUESTS_IN_PROGRESS", True),
+        ("SESSION_CACHE_TTL", -1),
+        ("SITE_URL", "ops.example.com"),
+        ("SITE_URL", "ftp://ops.example.com"),
+        ("NOTIFY_RECIPIENTS", "ops@example.com"),
+        ("NOTIFY_QUESTIONS", "yes"),
+        ("ADMIN_LIVE_PATH", "mcp-tasks/admin-live/"),
+        ("ADMIN_REFRESH_INTERVAL", "5"),
     ],
 )
 def test_wrong_value_type_is_e003(key: str, value: Any) -> None:
@@ -164,6 +177,15 @@ def test_wrong_value_type_is_e003(key: str, value: Any) -> None:
         ("PATH", "/api/mcp"),
         ("TASK_TTL", None),
         ("EMBEDDED_WORKER", True),
+        ("MAX_REQUESTS_IN_PROGRESS", 1),
+        ("MAX_REQUESTS_IN_PROGRESS", None),
+        ("SESSION_CACHE_TTL", 0),
+        ("SITE_URL", "https://ops.example.com"),
+        ("NOTIFY_RECIPIENTS", ["ops@example.com"]),
+        ("NOTIFY_DIGEST_WINDOW", 0),
+        ("ADMIN_LIVE_PATH", "/mcp-tasks/admin-live/"),
+        ("ADMIN_LIVE_PATH", None),
+        ("ADMIN_REFRESH_INTERVAL", 0.5),
     ],
 )
 def test_valid_values_pass(key: str, value: Any) -> None:
@@ -269,6 +291,37 @@ def test_pubsub_layer_without_socket_timeout_passes() -> None:
         assert run() == []
 
 
+# -- W005: database connections --------------------------------------------------------------
+
+POSTGRES = {"ENGINE": "django.db.backends.postgresql", "NAME": "mcp", "HOST": "db"}
+
+
+@pytest.mark.parametrize(
+    "database",
+    [{**POSTGRES, "CONN_MAX_AGE": 0}, {**POSTGRES, "CONN_MAX_AGE": 0, "OPTIONS": {}}],
+)
+def test_postgresql_without_kept_connections_is_w005(database: dict[str, Any]) -> None:
+    with mock.patch.dict(settings.DATABASES, {"reports": database}):
+        messages = [m for m in run() if m.id == "mcp_tasks.W005"]
+    assert len(messages) == 1
+    assert "DATABASES['reports']" in messages[0].msg
+    assert "CONN_MAX_AGE" in (messages[0].hint or "")
+
+
+@pytest.mark.parametrize(
+    "database",
+    [
+        {**POSTGRES, "CONN_MAX_AGE": 600},
+        {**POSTGRES, "CONN_MAX_AGE": None},
+        {**POSTGRES, "CONN_MAX_AGE": 0, "OPTIONS": {"pool": True}},
+        {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:", "CONN_MAX_AGE": 0},
+    ],
+)
+def test_kept_connections_or_sqlite_pass_w005(database: dict[str, Any]) -> None:
+    with mock.patch.dict(settings.DATABASES, {"reports": database}):
+        assert [m for m in run() if m.id == "mcp_tasks.W005"] == []
+
+
 # -- W002 ------------------------------------------------------------------------------------
 
 
@@ -292,7 +345,91 @@ def test_listed_allowed_hosts_pass() -> None:
         assert run() == []
 
 
+# -- E006: notification mails ------------------------------------------------------------------
+
+
+def test_notifications_without_a_site_url_is_e006() -> None:
+    with override_settings(MCP_TASKS={"NOTIFY_QUESTIONS": True}):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E006"]
+    assert "SITE_URL" in (messages[0].hint or "")
+
+
+def test_notifications_with_a_site_url_pass() -> None:
+    settings_dict = {"NOTIFY_QUESTIONS": True, "SITE_URL": "https://ops.example.com"}
+    with override_settings(MCP_TASKS=settings_dict):
+        assert run() == []
+
+
 def test_checks_are_registered_with_django() -> None:
     from django.core.checks.registry import registry
 
     assert checks.check_mcp_tasks in registry.get_checks()
+
+
+# -- E007-E010, W006: OAuth ----------------------------------------------------------------------
+
+
+def test_dot_verifier_without_oauth2_provider_is_e007() -> None:
+    apps_without = [app for app in settings.INSTALLED_APPS if app != "oauth2_provider"]
+    with override_settings(
+        INSTALLED_APPS=apps_without,
+        MCP_TASKS={"TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify"},
+    ):
+        assert ids() == ["mcp_tasks.E007"]
+
+
+def test_dot_verifier_with_oauth2_provider_passes() -> None:
+    with override_settings(MCP_TASKS={"TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify"}):
+        assert run() == []
+
+
+def test_jwks_verifier_without_issuer_is_e008() -> None:
+    with override_settings(
+        MCP_TASKS={
+            "TOKEN_VERIFIER": "mcp_tasks.verifiers.jwks.verify",
+            "JWT_JWKS_URL": "https://issuer.example.com/jwks",
+        }
+    ):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E008"]
+    assert "JWT_ISSUER" in messages[0].msg
+
+
+def test_jwks_verifier_with_issuer_and_keys_passes() -> None:
+    config = {
+        "TOKEN_VERIFIER": "mcp_tasks.verifiers.jwks.verify",
+        "JWT_ISSUER": "https://issuer.example.com",
+        "JWT_JWKS_URL": "https://issuer.example.com/jwks",
+    }
+    with override_settings(MCP_TASKS=config):
+        assert run() == []
+
+
+@pytest.mark.parametrize("resource", ["mcp.example.com/mcp", "https://mcp.example.com/mcp#x"])
+def test_resource_that_is_not_an_absolute_uri_is_e009(resource: str) -> None:
+    with override_settings(MCP_TASKS={"RESOURCE": resource}):
+        assert ids() == ["mcp_tasks.E009"]
+
+
+def test_authorization_servers_without_a_verifier_is_e010() -> None:
+    with override_settings(MCP_TASKS={"AUTHORIZATION_SERVERS": ["https://auth.example.com"]}):
+        assert ids() == ["mcp_tasks.E010"]
+
+
+def test_plain_http_authorization_server_is_w006() -> None:
+    config = {
+        "AUTHORIZATION_SERVERS": ["http://auth.example.com"],
+        "TOKEN_VERIFIER": "myapp.verify",
+    }
+    with override_settings(MCP_TASKS=config):
+        assert ids() == ["mcp_tasks.W006"]
+
+
+def test_localhost_http_authorization_server_passes() -> None:
+    config = {
+        "AUTHORIZATION_SERVERS": ["http://127.0.0.1:8000"],
+        "TOKEN_VERIFIER": "myapp.verify",
+    }
+    with override_settings(MCP_TASKS=config):
+        assert run() == []

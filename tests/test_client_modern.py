@@ -15,7 +15,16 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import LiveServer
-from tests.live import MODERN, attach_server_output, await_file, sdk_client, start_module_server
+from tests.live import (
+    MODERN,
+    SIGNED_IN,
+    attach_server_output,
+    await_file,
+    modern_headers,
+    modern_request,
+    sdk_client,
+    start_module_server,
+)
 from tests.live_cases import (
     ELICIT_CASES,
     KINDS,
@@ -445,6 +454,15 @@ async def test_read_timeout_closes_the_stream_and_cancels_the_tool(
 
 
 async def test_anonymous_call_has_no_access_token(url: str) -> None:
+    if SIGNED_IN:  # ALLOW_ANONYMOUS off: a client without credentials gets no further
+        headers = modern_headers("tools/call", "whoami")
+        del headers["Authorization"]
+        body = modern_request("tools/call", {"name": "whoami", "arguments": {}})
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(url, json=body, headers=headers)
+        assert response.status_code == 401
+        assert "resource_metadata=" in response.headers["www-authenticate"]
+        return
     async with sdk_client(url) as client:
         result = await client.call_tool("whoami", {})
     assert result.structured_content is not None

@@ -33,7 +33,7 @@ from mcp_tasks import Context
 from mcp_tasks.lifespan import lifespan_context
 from tests.conftest import LiveServer
 from tests.live import (
-    LEGACY,
+    SIGNED_IN,
     attach_server_output,
     legacy_headers,
     legacy_initialize,
@@ -209,11 +209,8 @@ async def log_stream(session: LegacySession) -> AsyncIterator[list[dict[str, Any
     """The session's GET stream, open (subscribed) on entry; yields the list that
     ``notifications/message`` params are appended to as they arrive."""
     received: list[dict[str, Any]] = []
-    headers = {
-        "Accept": "text/event-stream",
-        "Mcp-Session-Id": session.session_id,
-        "MCP-Protocol-Version": LEGACY,
-    }
+    headers = {**legacy_headers(session.session_id), "Accept": "text/event-stream"}
+    del headers["Content-Type"]
     async with session.http.stream("GET", session.url, headers=headers) as response:
         assert response.status_code == 200, await response.aread()
 
@@ -677,6 +674,12 @@ class TestAccessTokenInBackgroundTasks:
             text_of(await with_token.run(await with_token.call("seed_check_token")))
             == "valid-alice|client-alice"
         )
+        if SIGNED_IN:  # anonymous access off: the next caller has a token of its own
+            bob = driver(token="valid-bob")
+            assert (
+                text_of(await bob.run(await bob.call("seed_check_token"))) == "valid-bob|client-bob"
+            )
+            return
         anonymous = driver()
         assert text_of(await anonymous.run(await anonymous.call("seed_check_token"))) == "no-token"
 

@@ -72,6 +72,9 @@ class FakeSink:
     async def close_stream(self) -> None:
         return None
 
+    async def watch_task(self, task_id: str) -> None:
+        return None
+
     async def wait_for_task(self, task_id: str, timeout: float) -> None:
         return None
 

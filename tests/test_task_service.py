@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 from rq.job import Job, JobStatus
@@ -21,7 +22,7 @@ from mcp_tasks.models import (
     TaskSnapshot,
     TaskStatus,
 )
-from mcp_tasks.tasks import crypto, embedded, queue, service
+from mcp_tasks.tasks import crypto, embedded, notify, queue, service
 
 pytestmark = pytest.mark.django_db
 
@@ -83,6 +84,11 @@ def test_create_task_records_the_task_and_its_snapshot() -> None:
     snapshot = TaskSnapshot.objects.get(task=task)
     assert snapshot.protocol_version == "2026-07-28"
     assert snapshot.client_capabilities == {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def test_create_task_records_the_client_of_the_token() -> None:
+    assert new_task().client_id == "client-alice"
+    assert new_task(access_token=None, principal_scope="user:3").client_id == ""
 
 
 def test_create_task_queues_a_job_whose_id_derives_from_the_task_id() -> None:
@@ -281,11 +287,20 @@ def test_add_log_keeps_the_line_with_the_task() -> None:
     assert (entry.level, entry.logger_name, entry.data) == ("warning", "unit", {"detail": 1})
 
 
-def test_heartbeat_returns_the_status() -> None:
-    task = new_task()
-    service.begin_run(task.id, "w")
-    assert service.heartbeat(task.id) == "working"
-    assert service.heartbeat("no-such-task") is None
+def test_heartbeat_marks_running_tasks_alive_and_returns_their_statuses() -> None:
+    running, ended = new_task(), new_task()
+    service.begin_run(running.id, "w")
+    service.begin_run(ended.id, "w")
+    service.cancel(ended.id, None)
+    age(running, 60, heartbeat_at=None)
+    age(ended, 60, heartbeat_at=None)
+    statuses = service.heartbeat([running.id, ended.id, "no-such-task"])
+    assert statuses == {running.id: "working", ended.id: "cancelled"}  # gone: missing
+    beats = dict(Task.objects.values_list("id", "heartbeat_at"))
+    running_beat, ended_beat = beats[running.id], beats[ended.id]
+    assert running_beat is not None and ended_beat is not None
+    assert timezone.now() - running_beat < timedelta(seconds=5)
+    assert timezone.now() - ended_beat > timedelta(seconds=50)  # terminal: left alone
 
 
 # -- liveness and housekeeping --------------------------------------------------------------------
@@ -477,14 +492,27 @@ def test_the_first_answer_wins() -> None:
 
 
 def test_answer_by_another_principal_is_refused() -> None:
+    """Refused, or (``not_found_raises``, as ``tasks/update`` asks) not found, the same as an
+    unknown task; nothing is recorded."""
     task = new_task()
     asked(task)
+    decline = {"action": "decline"}
     assert (
-        service.answer(
-            task.id, "ok", {"action": "decline"}, principal_scope="anonymous", answered_by="x"
-        )
+        service.answer(task.id, "ok", decline, principal_scope="anonymous", answered_by="x")
         is False
     )
+    for task_id in (task.id, "no-such-task"):
+        with pytest.raises(service.TaskNotFound):
+            service.answer(
+                task_id,
+                "ok",
+                decline,
+                principal_scope="anonymous",
+                answered_by="x",
+                not_found_raises=True,
+            )
+    assert service.answers_of(task.id, ["ok"]) == [None]
+    assert task.input_requests.get(key="ok").status == InputRequestStatus.PENDING
 
 
 def test_answering_while_a_worker_waits_wakes_it_without_a_new_job() -> None:
@@ -497,6 +525,35 @@ def test_answering_while_a_worker_waits_wakes_it_without_a_new_job() -> None:
     assert queued_job_ids() == queued_before
 
 
+def accept_as_staff(task: Task) -> None:
+    """Answer the question ``ok`` with an accepted form, as staff in the admin would."""
+    service.answer(
+        task.id,
+        "ok",
+        {"action": "accept", "content": {"ok": True}},
+        principal_scope=None,
+        answered_by="t",
+    )
+
+
+def test_the_wake_up_brings_the_committed_answer_to_the_waiting_worker(
+    django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker goes on with the answer its wake-up carries (no read back); other
+    watchers hear only the status."""
+    task = new_task()
+    service.begin_run(task.id, "w")
+    asked(task)
+    sent: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(notify, "publish_task_change", lambda *args: sent.append(args))
+    with django_capture_on_commit_callbacks(execute=True):
+        accept_as_staff(task)
+    [(task_id, status, _session, worker, answers)] = sent
+    assert (task_id, status, worker) == (task.id, "working", "w")
+    assert answers == {"ok": service.answers_of(task.id, ["ok"])[0]}
+    assert answers["ok"]["content"] == {"ok": True}
+
+
 def test_the_last_answer_resumes_a_released_task_on_a_new_job(
     django_capture_on_commit_callbacks: Any,
 ) -> None:
@@ -504,13 +561,7 @@ def test_the_last_answer_resumes_a_released_task_on_a_new_job(
     asked(task)
     assert service.release(task.id) is False  # the worker let go
     with django_capture_on_commit_callbacks(execute=True):
-        service.answer(
-            task.id,
-            "ok",
-            {"action": "accept", "content": {"ok": True}},
-            principal_scope=None,
-            answered_by="t",
-        )
+        accept_as_staff(task)
     row = Task.objects.get(pk=task.pk)
     assert (row.status, row.status_message, row.runs) == ("working", "Answered; resuming", 1)
     assert f"mcp_tasks-{task.id}-1" in queued_job_ids()
@@ -525,7 +576,7 @@ def test_questions_past_the_input_timeout_expire() -> None:
     )
     assert service.expire_questions() == 1
     assert InputRequest.objects.get(pk=request.pk).status == InputRequestStatus.EXPIRED
-    assert service.answer_of(task.id, "ok") == service.EXPIRED
+    assert service.answers_of(task.id, ["ok", None, "no-such-key"]) == [service.EXPIRED, None, None]
 
 
 # -- snapshot crypto ----------------------------------------------------------------------------------
@@ -565,3 +616,44 @@ def test_unseal_without_the_key_raises_a_clear_error() -> None:
 def test_unseal_of_a_corrupt_snapshot_raises_snapshot_decryption_error(text: str) -> None:
     with pytest.raises(crypto.SnapshotDecryptionError):
         crypto.unseal(text)
+
+
+# -- queries per step (the hot path stays a handful of statements) ---------------------------------
+
+
+def test_each_step_of_a_trivial_task_costs_a_bounded_number_of_queries(
+    django_assert_max_num_queries: Any,
+) -> None:
+    # Savepoints count where a step is a transaction: the test itself runs in one.
+    # PostgreSQL writes the task with its snapshot in one statement; SQLite in a transaction.
+    postgres = connection.vendor == "postgresql"
+    with django_assert_max_num_queries(1 if postgres else 4):
+        task = new_task()
+    with django_assert_max_num_queries(1):  # tasks/get: one precompiled read
+        service.get_task(task.id, "client:client-alice:alice")
+    with django_assert_max_num_queries(1 if postgres else 2):  # the job starts: update, read
+        running = service.begin_run(task.id, "w", 0)
+    assert running is not None
+    with django_assert_max_num_queries(1):  # the tool returned: one conditional update
+        assert service.complete(running, {"content": []}) is True
+    with django_assert_max_num_queries(2):  # the heartbeat of every running task at once
+        service.heartbeat([task.id])
+
+
+def test_a_question_and_its_answer_cost_a_bounded_number_of_queries(
+    django_assert_max_num_queries: Any,
+) -> None:
+    task = new_task()
+    service.begin_run(task.id, "w", 0)
+    with django_assert_max_num_queries(6):  # one transaction, whatever the round's size
+        (request,) = service.ask_all(task.id, 1, [("elicitation/create", ELICIT, "ok")], "w")
+    assert service.answer_in(request) is None
+    with django_assert_max_num_queries(1):
+        assert service.answers_of(task.id, ["ok"]) == [None]
+    answer = {"action": "accept", "content": {"ok": True}}
+    # A savepoint, the locked task, its questions, the answer, the task: 6 with the release.
+    with django_assert_max_num_queries(6):
+        assert service.answer(
+            task.id, "ok", answer, principal_scope="client:client-alice:alice", answered_by="client"
+        )
+    assert service.answers_of(task.id, ["ok", "other"]) == [answer, None]

@@ -59,7 +59,16 @@ def test_worker_context_is_a_background_task_with_the_task_id(
     task_id, seen = probe(client)
     assert seen["is_background_task"] is True
     assert seen["task_id"] == task_id
-    assert seen["pid"] not in (worker.pid, server.process.pid)  # a forked work-horse ran it
+    assert seen["pid"] == worker.pid  # the TaskWorker process itself ran it, no fork
+
+
+def test_forking_worker_runs_the_tool_in_a_work_horse(
+    client: Any, server: Any, rq_worker: Any
+) -> None:
+    worker = rq_worker(server, kind="forking")
+    task_id, seen = probe(client)
+    assert seen["task_id"] == task_id
+    assert seen["pid"] not in (worker.pid, server.process.pid)
 
 
 def test_worker_context_has_no_request_context(client: Any, server: Any, rq_worker: Any) -> None:
@@ -126,7 +135,7 @@ def test_worker_context_access_token_is_none_once_it_expired(
 def test_worker_context_never_sees_a_previous_jobs_token(
     server: Any, task_client: Any, rq_worker: Any
 ) -> None:
-    rq_worker(server, simple=True)  # one process runs both jobs
+    rq_worker(server, kind="simple")  # one process runs both jobs
     _first_id, first = probe(task_client(server, token="valid-alice"))
     _, second = probe(task_client(server))
     assert first["access_token"]["token"] == "valid-alice"
@@ -218,7 +227,7 @@ def test_cancel_removes_a_queued_job(
 def test_cancel_raises_cancelled_error_in_a_running_async_tool(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
-    rq_worker(server, simple=True)
+    rq_worker(server, kind="simple")
     task_id = client.start("async_wait_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     client.cancel(task_id)
@@ -232,7 +241,7 @@ def test_cancel_raises_cancelled_error_in_a_running_async_tool(
 def test_cancel_raises_cancelled_error_in_an_async_tool_under_the_forking_worker(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
-    rq_worker(server)
+    rq_worker(server, kind="forking")
     task_id = client.start("async_wait_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     client.cancel(task_id)
@@ -245,7 +254,7 @@ def test_cancel_raises_cancelled_error_in_an_async_tool_under_the_forking_worker
 def test_cancel_stops_a_running_sync_tool_under_the_forking_worker(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
-    worker = rq_worker(server)
+    worker = rq_worker(server, kind="forking")
     task_id = client.start("blocking_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     horse = int((tmp_path / "started").read_text())
@@ -276,7 +285,7 @@ def test_cancelling_a_finished_task_changes_nothing(
 def test_a_late_result_after_cancel_does_not_replace_cancelled(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
-    rq_worker(server, simple=True)
+    rq_worker(server, kind="simple")
     task_id = client.start("stubborn_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     client.cancel(task_id)
@@ -291,7 +300,7 @@ def test_a_late_result_after_cancel_does_not_replace_cancelled(
 def test_a_sync_tool_finishing_after_cancel_under_the_simple_worker_leaves_it_cancelled(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
-    worker = rq_worker(server, simple=True)
+    worker = rq_worker(server, kind="simple")
     task_id = client.start("blocking_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     assert int((tmp_path / "started").read_text()) == worker.pid  # runs in the worker itself

@@ -76,15 +76,19 @@ def fastmcp4_python() -> Path:
 
 PRELUDE = textwrap.dedent(
     """
-    import asyncio, json, sys, time
+    import asyncio, json, os, sys, time
     from pathlib import Path
 
-    from fastmcp import Client
+    from fastmcp import Client as _Client
     from fastmcp.exceptions import ToolError
     from fastmcp_tasks import call_tool_task
 
     URL = sys.argv[1]
     ARG = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
+
+    def Client(url, **kwargs):  # signed in when the tests run with anonymous access off
+        kwargs.setdefault("auth", os.environ.get("MCP_TASKS_TEST_TOKEN"))
+        return _Client(url, **kwargs)
 
     def text_of(result):
         return "".join(getattr(block, "text", "") for block in result.content)

@@ -511,7 +511,9 @@ async def test_cancelling_a_terminal_task_is_invalid_params(sessions: Any, tmp_p
 async def test_status_notifications_reach_the_get_stream(sessions: Any) -> None:
     session = await sessions()
     stream = await session.listen()
-    task = await session.start("lt_progress", {"steps": 2})
+    # The pushed state is read when the change is announced: a tool that ends at once may be
+    # ``completed`` by then. The pause keeps it ``working`` long enough to be seen.
+    task = await session.start("lt_progress", {"steps": 2, "pause": 0.5})
     await stream.wait_for(lambda _: "completed" in stream.statuses(task["taskId"]))
     notifications = stream.of("notifications/tasks/status", task["taskId"])
     for notification in notifications:

@@ -36,7 +36,7 @@ def test_work_horse_killed_mid_task_fails_the_task_with_a_clear_message(
     task_server: Any, task_client: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
     server = task_server()
-    worker = rq_worker(server)
+    worker = rq_worker(server, kind="forking")
     client = task_client(server)
     task_id = client.start("gated_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
@@ -56,7 +56,7 @@ def test_worker_killed_mid_task_fails_the_task_once_its_heartbeat_is_lost(
     task_server: Any, task_client: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
     server = task_server(FAST_LIVENESS)
-    worker = rq_worker(server, simple=True)  # the tool runs in the worker process itself
+    worker = rq_worker(server, kind="simple")  # the tool runs in the worker process itself
     client = task_client(server)
     task_id = client.start("gated_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
@@ -71,7 +71,7 @@ def test_maintenance_fails_the_task_of_a_dead_worker(
     task_server: Any, task_client: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
     server = task_server(FAST_LIVENESS)
-    worker = rq_worker(server, simple=True)
+    worker = rq_worker(server, kind="simple")
     client = task_client(server)
     task_id = client.start("gated_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
@@ -87,7 +87,7 @@ def test_whole_forking_worker_killed_mid_task_fails_the_task(
     task_server: Any, task_client: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
     server = task_server(FAST_LIVENESS)
-    worker = rq_worker(server)
+    worker = rq_worker(server, kind="forking")
     client = task_client(server)
     task_id = client.start("blocking_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")

@@ -359,7 +359,7 @@ def _is_task_notification(task_id: str, status: str) -> Any:
 
 
 def test_listen_pushes_detailed_task_notifications_from_the_worker(
-    client: Any, worker: Any, tmp_path: Path
+    client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
     task_id = client.start(
         "gated_task", {"marker_dir": str(tmp_path), "message": "pushed progress"}
@@ -369,6 +369,7 @@ def test_listen_pushes_detailed_task_notifications_from_the_worker(
         assert ack["method"] == "notifications/subscriptions/acknowledged"
         assert ack["params"]["notifications"]["taskIds"] == [task_id]
         subscription = ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+        rq_worker(server)  # only now: the stream hears the progress the tool reports first
         stream.until(
             lambda m: (
                 m.get("method") == "notifications/tasks"

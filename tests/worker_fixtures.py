@@ -14,9 +14,11 @@ which skips — or fails on CI — when unreachable).
 - ``task_server(env=None, *, redis=None, database_url=None)``: a live server with
   ``tests.task_settings`` on ``task_redis`` (or the given :class:`RedisProcess`); ``redis=False``
   gives an embedded-mode server (no REDIS_URL: fake Redis + worker thread in process).
-- ``rq_worker(server, *, simple=False, env=None)``: ``python manage.py rqworker mcp_tasks``
-  (``TaskWorker``, forking) or with ``--worker-class rq.worker.SimpleWorker``, with the
-  server's environment (same database, Redis and prefix); ``stop()``, ``kill()`` (SIGKILL).
+- ``rq_worker(server, *, kind="task", env=None)``: ``python manage.py rqworker mcp_tasks``
+  with the server's environment (same database, Redis and prefix): ``kind`` ``"task"`` is
+  the settings' ``TaskWorker`` (many jobs at once in one process), ``"forking"``
+  ``ForkingTaskWorker`` (a work-horse process per job), ``"simple"`` rq's ``SimpleWorker``;
+  ``stop()``, ``kill()`` (SIGKILL).
 
 Live servers and workers show their output in a failed test's report.
 """
@@ -44,6 +46,7 @@ import httpx
 import pytest
 
 from tests.conftest import _SERVERS, ROOT, AsgiServerFactory, LiveServer
+from tests.live import CLIENT_TOKEN, SIGNED_IN
 
 MODERN = "2026-07-28"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -275,12 +278,21 @@ class RqWorker:
             self._log = None
 
 
+#: ``kind`` of :func:`start_rq_worker` → its ``--worker-class`` (None: the settings' class).
+WORKER_CLASSES: dict[str, str | None] = {
+    "task": None,
+    "forking": "mcp_tasks.tasks.worker.ForkingTaskWorker",
+    "simple": "rq.worker.SimpleWorker",
+}
+
+
 def start_rq_worker(
-    env: Mapping[str, str], log_path: Path, *, simple: bool = False, label: str = "rq worker"
+    env: Mapping[str, str], log_path: Path, *, kind: str = "task", label: str = "rq worker"
 ) -> RqWorker:
     command = [sys.executable, "manage.py", "rqworker", QUEUE]
-    if simple:
-        command += ["--worker-class", "rq.worker.SimpleWorker"]
+    worker_class = WORKER_CLASSES[kind]
+    if worker_class is not None:
+        command += ["--worker-class", worker_class]
     log = log_path.open("wb")
     process = subprocess.Popen(
         command,
@@ -315,6 +327,8 @@ def task_server(asgi_server: AsgiServerFactory, task_redis: RedisProcess) -> Tas
         label: str = "",
     ) -> LiveServer:
         overrides = {"DJANGO_SETTINGS_MODULE": TASK_SETTINGS}
+        if SIGNED_IN:
+            overrides["LIVE_ALLOW_ANONYMOUS"] = "0"
         if redis is not False:
             target = task_redis if redis is None or redis is True else redis
             overrides["REDIS_URL"] = target.url
@@ -331,7 +345,7 @@ def rq_worker(
     asgi_server: AsgiServerFactory,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[WorkerFactory]:
-    """Factory: ``rq_worker(server, *, simple=False, env=None, wait=True)`` starts a real
+    """Factory: ``rq_worker(server, *, kind="task", env=None, wait=True)`` starts a real
     ``manage.py rqworker mcp_tasks`` with ``server``'s environment (plus ``env``)."""
     workers: list[RqWorker] = []
     log_dir = tmp_path_factory.mktemp("rq-worker")
@@ -339,17 +353,16 @@ def rq_worker(
     def start(
         server: LiveServer,
         *,
-        simple: bool = False,
+        kind: str = "task",
         env: Mapping[str, str] | None = None,
         wait: bool = True,
     ) -> RqWorker:
         worker_env = {**server.env, **(env or {})}
         number = len(workers) + 1
-        kind = "SimpleWorker" if simple else "TaskWorker"
         worker = start_rq_worker(
             worker_env,
             log_dir / f"worker-{number}.log",
-            simple=simple,
+            kind=kind,
             label=f"rq worker {number} ({kind})",
         )
         workers.append(worker)
@@ -449,7 +462,7 @@ class TaskClient:
     ) -> None:
         self.base_url = base_url
         self.mcp_url = f"{base_url}/mcp"
-        self.token = token
+        self.token = token if token is not None else CLIENT_TOKEN
         self.caps = dict(caps if caps is not None else capabilities())
         self.http = httpx.Client(timeout=60)
 

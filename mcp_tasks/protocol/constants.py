@@ -28,6 +28,8 @@ INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 MISSING_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+#: Implementation-defined server error: the process is full (HTTP 503, ``Retry-After``).
+SERVER_BUSY = -32000
 
 #: HTTP status for a JSON-RPC error answered on its own (not inside an SSE stream).
 ERROR_HTTP_STATUS = {

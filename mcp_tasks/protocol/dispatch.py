@@ -6,11 +6,15 @@ for the legacy era, the session; everything else about a message happens here.
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
+import math
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
+from .. import jsontext
 from ..auth import Principal
 from ..conf import get_config
 from ..exceptions import ProtocolError
@@ -31,12 +35,70 @@ logger = logging.getLogger("mcp_tasks.protocol")
 Message = dict[str, Any]
 
 
-def parse_body(body: bytes) -> Message:
-    """Decode one JSON-RPC message; batches and non-objects are rejected."""
+class _NotJsonError(ValueError):
+    """A literal that JSON (RFC 8259) does not have, or a number out of a double's range."""
+
+
+def _not_json(literal: str) -> NoReturn:
+    raise _NotJsonError(f"{literal} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise _NotJsonError(f"the number {text[:40]} is out of range")
+    return number
+
+
+def _decode(body: bytes) -> Any:
+    """JSON text in UTF-8 (RFC 8259 §8.1), finite numbers only; raises ``-32700``."""
     try:
-        message = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise ProtocolError(PARSE_ERROR, "Parse error") from exc
+        text = body.removeprefix(codecs.BOM_UTF8).decode("utf-8")
+        return json.loads(text, parse_constant=_not_json, parse_float=_finite)
+    except UnicodeDecodeError as exc:
+        reason = f"the body is not valid UTF-8 (byte {exc.start})"
+    except json.JSONDecodeError as exc:
+        reason = f"{exc.msg} (character {exc.pos})"
+    except _NotJsonError as exc:
+        reason = str(exc)
+    except ValueError:  # an integer longer than Python converts (sys.int_info)
+        reason = "a number is out of range"
+    except RecursionError:
+        reason = "nested too deeply"
+    raise ProtocolError(PARSE_ERROR, f"Parse error: {reason}")
+
+
+#: A ``\uD800``…``\uDFFF`` escape: the only way a surrogate gets into JSON that is valid UTF-8.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+
+
+def _check_text(message: Any, body: bytes) -> None:
+    """Refuse what no layer below can carry: strings with a lone UTF-16 surrogate (no UTF-8
+    encoding, so never echoed, sent or stored) and very deep nesting (``-32600``). The body
+    tells when the walk can be skipped: no surrogate escape in it, or fewer brackets than
+    the depth limit."""
+    where = (
+        jsontext.find(message, jsontext.LONE_SURROGATE) if _SURROGATE_ESCAPE.search(body) else None
+    )
+    if where is not None:
+        raise ProtocolError(
+            INVALID_REQUEST,
+            f"Invalid Request: {jsontext.describe('', where) or 'the message'} is not valid "
+            "Unicode (a lone UTF-16 surrogate)",
+        )
+    brackets = body.count(b"[") + body.count(b"{")
+    if brackets > jsontext.MAX_DEPTH and jsontext.deeper_than(message, jsontext.MAX_DEPTH):
+        raise ProtocolError(
+            INVALID_REQUEST,
+            f"Invalid Request: objects and arrays nest deeper than {jsontext.MAX_DEPTH} levels",
+        )
+
+
+def parse_body(body: bytes) -> Message:
+    """Decode one JSON-RPC message; batches, non-objects and text that cannot be carried
+    further (:mod:`mcp_tasks.jsontext`) are rejected."""
+    message = _decode(body)
+    _check_text(message, body)
     if isinstance(message, list):
         raise ProtocolError(
             INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object"

@@ -40,6 +40,9 @@ class RequestBackend:
         self.used: dict[str, Any] = {}  # answers the tool consumed this round
         self.asked = 0
 
+    def is_cancelled(self) -> bool:
+        return False  # a cancelled call's coroutine is cancelled; its thread ends the call
+
     async def report_progress(
         self, progress: float, total: float | None, message: str | None
     ) -> None:

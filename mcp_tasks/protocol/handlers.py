@@ -15,9 +15,11 @@ from typing import Any
 import mcp_types as types
 from pydantic import BaseModel, ValidationError
 
+from ..auth import Principal
 from ..conf import get_config
 from ..context import LOG_LEVELS
 from ..exceptions import InputRequired, ProtocolError
+from ..permissions import allowed, missing_scopes, visible
 from ..runner import describe_validation_error, error_result, invoke, run_tool, validate_arguments
 from ..server import MCPServer, PromptSpec, ResourceSpec, ToolSpec
 from .constants import (
@@ -32,6 +34,7 @@ from .constants import (
 from .envelope import check_param_headers
 from .execution import RequestBackend, gather_answers, input_required_result, make_context
 from .request import RequestInfo, Sink
+from .stored import require_storable
 
 logger = logging.getLogger("mcp_tasks.protocol")
 
@@ -118,6 +121,9 @@ async def server_discover(
 async def initialize(
     server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
 ) -> dict[str, Any]:
+    # The session stores what the client tells about itself.
+    require_storable(params.get("clientInfo"), "params.clientInfo")
+    require_storable(params.get("capabilities"), "params.capabilities")
     requested = params.get("protocolVersion")
     version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
     result: dict[str, Any] = {
@@ -156,7 +162,8 @@ async def list_tools(
 ) -> dict[str, Any]:
     _no_cursor(params)
     task_support = info.protocol_version == LEGACY_TASKS_VERSION and hooks.start_task is not None
-    return {"tools": [tool.definition(task_support=task_support) for tool in server.tools.values()]}
+    tools = await visible(list(server.tools.values()), info.principal)
+    return {"tools": [tool.definition(task_support=task_support) for tool in tools]}
 
 
 async def call_tool(
@@ -165,7 +172,8 @@ async def call_tool(
     name = _params_str(params, "name")
     arguments = _params_dict(params, "arguments")
     tool = server.tools.get(name)
-    if tool is None:
+    # A tool the caller may not use answers exactly like one that does not exist.
+    if tool is None or not await allowed(tool.access, info.principal):
         raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
     if info.modern:
         check_param_headers(tool.input_schema, arguments, info.headers)
@@ -197,7 +205,7 @@ def _runs_as_task(tool: ToolSpec, info: RequestInfo, params: dict[str, Any]) -> 
     if hooks.start_task is None:
         wanted = False
     elif info.modern:
-        wanted = TASKS_EXTENSION in (info.client_capabilities.get("extensions") or {})
+        wanted = info.declares_extension(TASKS_EXTENSION)
     elif info.protocol_version == LEGACY_TASKS_VERSION:
         wanted = isinstance(params.get("task"), dict)
         if wanted and mode == "forbidden":
@@ -228,7 +236,8 @@ async def list_prompts(
     server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
 ) -> dict[str, Any]:
     _no_cursor(params)
-    return {"prompts": [prompt.definition() for prompt in server.prompts.values()]}
+    prompts = await visible(list(server.prompts.values()), info.principal)
+    return {"prompts": [prompt.definition() for prompt in prompts]}
 
 
 def _prompt_messages(value: Any) -> list[dict[str, Any]]:
@@ -282,7 +291,7 @@ async def get_prompt(
     name = _params_str(params, "name")
     arguments = _params_dict(params, "arguments")
     prompt = server.prompts.get(name)
-    if prompt is None:
+    if prompt is None or not await allowed(prompt.access, info.principal):
         raise ProtocolError(INVALID_PARAMS, f"Unknown prompt: {name}", {"name": name})
     backend = RequestBackend(
         info, sink, gather_answers(info, params, "prompts/get", name, arguments)
@@ -300,14 +309,16 @@ async def list_resources(
     server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
 ) -> dict[str, Any]:
     _no_cursor(params)
-    return {"resources": [resource.definition() for resource in server.resources.values()]}
+    resources = await visible(list(server.resources.values()), info.principal)
+    return {"resources": [resource.definition() for resource in resources]}
 
 
 async def list_resource_templates(
     server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
 ) -> dict[str, Any]:
     _no_cursor(params)
-    return {"resourceTemplates": [template.definition() for template in server.templates.values()]}
+    templates = await visible(list(server.templates.values()), info.principal)
+    return {"resourceTemplates": [template.definition() for template in templates]}
 
 
 def _resource_contents(resource: ResourceSpec, uri: str, value: Any) -> list[dict[str, Any]]:
@@ -341,7 +352,7 @@ async def read_resource(
 ) -> dict[str, Any]:
     uri = _params_str(params, "uri")
     found = server.find_resource(uri)
-    if found is None:
+    if found is None or not await allowed(found[0].access, info.principal):
         code = INVALID_PARAMS if info.modern else -32002
         raise ProtocolError(code, "Resource not found", {"uri": uri})
     resource, variables = found
@@ -365,6 +376,7 @@ async def subscribe_resource(
     server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
 ) -> dict[str, Any]:
     uri = _params_str(params, "uri")
+    require_storable(uri, "params.uri")  # the session keeps its subscriptions
     if info.session is not None:
         await info.session.subscribe(uri)
     return {}
@@ -394,12 +406,17 @@ async def complete(
             INVALID_PARAMS,
             "params.ref must be a ref/prompt with a name or a ref/resource with a uri",
         )
-    if ref_type == "ref/prompt" and key not in server.prompts:
+    if ref_type == "ref/prompt" and (
+        key not in server.prompts or not await allowed(server.prompts[key].access, info.principal)
+    ):
         raise ProtocolError(INVALID_PARAMS, f"Unknown prompt: {key}")
     if not isinstance(argument.get("name"), str):
         raise ProtocolError(INVALID_PARAMS, "params.argument.name must be a string")
     context_arguments = _params_dict(params, "context").get("arguments") or {}
     function = server.completions.get((ref_type, key))
+    template = server.templates.get(key) if ref_type == "ref/resource" else None
+    if template is not None and not await allowed(template.access, info.principal):
+        function = None  # a hidden template completes nothing
     values: list[str] = []
     if function is not None:
         found = await invoke(
@@ -415,6 +432,39 @@ async def complete(
     return {
         "completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}
     }
+
+
+# -- step-up authorization --------------------------------------------------------------
+
+
+async def scope_challenge(
+    server: MCPServer, message: dict[str, Any], principal: Principal
+) -> list[str]:
+    """The scopes a bearer token lacks for the tool, prompt or resource this request
+    targets, when that is all it lacks (its user holds the permissions): the transport
+    answers HTTP 403 ``insufficient_scope`` so the client can ask for them. Empty
+    otherwise (the handler then answers as for an unknown item)."""
+    token = principal.access_token
+    params = message.get("params")
+    if token is None or not isinstance(params, dict):
+        return []
+    method, key = message.get("method"), params.get("uri") or params.get("name")
+    item: ToolSpec | PromptSpec | ResourceSpec | None = None
+    if method == "tools/call" and isinstance(key, str):
+        item = server.tools.get(key)
+    elif method == "prompts/get" and isinstance(key, str):
+        item = server.prompts.get(key)
+    elif method == "resources/read" and isinstance(key, str):
+        found = server.find_resource(key)
+        item = found[0] if found else None
+    if item is None or not item.access.scopes:
+        return []
+    missing = missing_scopes(item.access, token, principal.user)
+    if missing and item.access.permissions:
+        rest = replace(item.access, scopes=())
+        if not await allowed(rest, principal):
+            return []  # more scopes would not help
+    return missing
 
 
 MODERN_METHODS: dict[str, Handler] = {

@@ -27,7 +27,8 @@ from .constants import (
     METHOD_NOT_FOUND,
 )
 from .request import RequestInfo, Sink
-from .tasks import NOT_FOUND, task_fields
+from .stored import require_storable
+from .tasks import NOT_FOUND, task_fields, task_id_of
 
 logger = logging.getLogger("mcp_tasks.protocol")
 
@@ -52,7 +53,7 @@ def _require_revision(info: RequestInfo, method: str) -> None:
 async def _task(info: RequestInfo, params: dict[str, Any], method: str) -> Task:
     _require_revision(info, method)
     try:
-        return await db(service.get_task)(params.get("taskId"), info.principal.scope)
+        return await db(service.get_task)(task_id_of(params), info.principal.scope)
     except service.TaskNotFound:
         raise ProtocolError(INVALID_PARAMS, NOT_FOUND) from None
 
@@ -68,9 +69,12 @@ async def list_tasks(
 ) -> dict[str, Any]:
     _require_revision(info, "tasks/list")
     offset = 0
-    if params.get("cursor") is not None:
+    cursor = params.get("cursor")
+    if cursor is not None:
         try:
-            offset = int(signing.loads(params["cursor"], salt=_CURSOR_SALT))
+            if not isinstance(cursor, str):
+                raise TypeError(cursor)
+            offset = int(signing.loads(cursor, salt=_CURSOR_SALT))
         except (signing.BadSignature, TypeError, ValueError):
             raise ProtocolError(INVALID_PARAMS, "Invalid cursor") from None
 
@@ -103,12 +107,13 @@ async def _relay(task_id: str, request: InputRequest, principal_scope: str, sink
     answered = False
     try:
         reply = await sink.request(request.method, params)
+        require_storable(reply, "the reply")
         answered = await db(service.answer)(
             task_id, request.key, reply, principal_scope=principal_scope, answered_by="client"
         )
     except ToolError as exc:
         logger.info("question %s of task %s was not answered: %s", request.key, task_id, exc)
-    except service.InvalidAnswer as exc:
+    except (service.InvalidAnswer, ProtocolError) as exc:
         logger.info("ignored an invalid answer to %s of task %s: %s", request.key, task_id, exc)
     finally:
         if not answered:
@@ -122,8 +127,10 @@ async def relay_questions(
     question another stream has claimed is left to it (and retried here if released)."""
 
     def waiting() -> list[InputRequest]:
-        task = Task.objects.filter(pk=task_id, principal_scope=principal_scope).first()
-        return service.outstanding_requests(task) if task is not None else []
+        task = service.find_task(task_id)  # by primary key; the owner is checked here
+        if task is None or task.principal_scope != principal_scope:
+            return []
+        return service.outstanding_requests(task)
 
     for request in await db(waiting)():
         running = relayed.get(request.key)
@@ -140,6 +147,8 @@ async def task_result(
 ) -> dict[str, Any]:
     """Block until the task ends and return what the call itself would have returned,
     relaying the task's questions on this stream meanwhile."""
+    _require_revision(info, "tasks/result")
+    await sink.watch_task(task_id_of(params))  # before the first read: no change is missed
     task = await _task(info, params, "tasks/result")
     relayed: dict[str, asyncio.Task[None]] = {}
     try:
@@ -183,7 +192,7 @@ async def legacy_task_status(task_id: str, session: Any) -> dict[str, Any] | Non
     """``notifications/tasks/status`` params for a task of this session, else None."""
 
     def load() -> dict[str, Any] | None:
-        task = Task.objects.filter(pk=task_id, session_id=session.id).first()
-        return legacy_task(task) if task is not None else None
+        task = service.find_task(task_id)
+        return legacy_task(task) if task is not None and task.session_id == session.id else None
 
     return await db(load)()

@@ -32,8 +32,13 @@ class Sink(Protocol):
         """End the response stream now; the rest is kept for a resume (legacy only)."""
         ...
 
+    async def watch_task(self, task_id: str) -> None:
+        """Start hearing the task's changes (its channel-layer group, any process)."""
+        ...
+
     async def wait_for_task(self, task_id: str, timeout: float) -> None:
-        """Return when the task changes (or after ``timeout`` seconds)."""
+        """Return once the task has changed since it was first watched or since the last
+        wait returned (at once if it already has), or after ``timeout`` seconds."""
         ...
 
 
@@ -68,6 +73,11 @@ class RequestInfo:
     @property
     def modern(self) -> bool:
         return self.era == "modern"
+
+    def declares_extension(self, extension: str) -> bool:
+        """True when the client declared ``extension`` in its capabilities' extensions."""
+        extensions = self.client_capabilities.get("extensions")
+        return isinstance(extensions, dict) and extension in extensions
 
     @property
     def session_id(self) -> str | None:

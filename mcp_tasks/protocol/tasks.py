@@ -8,9 +8,11 @@ the state; this module only translates to and from the wire shapes.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime
 from typing import Any
 
+from .. import jsontext
 from ..conf import get_config
 from ..db import db
 from ..exceptions import InputRequired, ProtocolError
@@ -19,13 +21,25 @@ from ..runner import invoke
 from ..server import MCPServer, ToolSpec
 from ..tasks import service
 from . import handlers
-from .constants import INTERNAL_ERROR, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, TASKS_EXTENSION
+from .constants import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    MISSING_CLIENT_CAPABILITY,
+    TASKS_EXTENSION,
+)
 from .execution import RequestBackend, gather_answers, input_required_result, make_context
 from .request import RequestInfo, Sink
+from .stored import is_lookup_key, require_storable
 
 logger = logging.getLogger("mcp_tasks.protocol")
 
 NOT_FOUND = "Task not found"
+#: The longest time to live a 2025-11-25 client may ask for (a century, in ms).
+LONGEST_TTL_MS = 100 * 365 * 86400 * 1000
+#: The most task ids one ``subscriptions/listen`` may watch.
+MAX_WATCHED_TASKS = 1000
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -74,14 +88,16 @@ def detailed_task(task: Task) -> dict[str, Any]:
             for request in service.outstanding_requests(task)
         }
     elif task.status == "completed":
-        fields["result"] = task.result or {"content": []}
+        # The result exactly as the call itself would have answered (2026-07-28: every
+        # Result carries resultType).
+        fields["result"] = {**(task.result or {"content": []}), "resultType": "complete"}
     elif task.status == "failed":
         fields["error"] = task.error or {"code": INTERNAL_ERROR, "message": "Failed"}
     return fields
 
 
 def require_tasks_capability(info: RequestInfo) -> None:
-    if TASKS_EXTENSION not in (info.client_capabilities.get("extensions") or {}):
+    if not info.declares_extension(TASKS_EXTENSION):
         raise ProtocolError(
             MISSING_CLIENT_CAPABILITY,
             f"Missing required client capability: declare the {TASKS_EXTENSION} extension",
@@ -137,6 +153,36 @@ async def _prepare(
     return value, None
 
 
+def _require_storable_request(info: RequestInfo, params: dict[str, Any]) -> None:
+    """What a task records of its request: the raw arguments (unknown keys included), the
+    request id, the progress token and (modern era) the client's envelope."""
+    require_storable(params.get("arguments"), "params.arguments")
+    require_storable(info.request_id, "id")
+    require_storable(info.progress_token, "params._meta.progressToken")
+    if info.modern:  # a legacy session's were checked at initialize
+        for key, value in (
+            (META_CLIENT_INFO, info.client_info),
+            (META_CLIENT_CAPABILITIES, info.client_capabilities),
+        ):
+            require_storable(value, jsontext.describe("params._meta", (key,)))
+
+
+def _time_to_live(tool: ToolSpec, info: RequestInfo, params: dict[str, Any]) -> float | None:
+    """The tool's TTL; a 2025-11-25 client may ask for a shorter one, never a longer one."""
+    ttl = tool.task.ttl
+    requested = params.get("task")
+    if (
+        not info.modern
+        and isinstance(requested, dict)
+        and isinstance(requested.get("ttl"), int)
+        and requested["ttl"] > 0
+    ):
+        asked = min(requested["ttl"], LONGEST_TTL_MS) / 1000
+        limit = ttl if ttl is not None else get_config()["TASK_TTL"]
+        ttl = asked if limit is None else min(asked, limit)
+    return ttl
+
+
 async def start_task(
     server: MCPServer,
     tool: ToolSpec,
@@ -146,22 +192,12 @@ async def start_task(
     params: dict[str, Any],
 ) -> dict[str, Any]:
     """``tools/call`` answered with a ``CreateTaskResult`` once the task is durable."""
+    _require_storable_request(info, params)
     prepared, pending = await _prepare(tool, validated, info, sink, params)
     if pending is not None:
         return pending
     config = tool.task
-    ttl = config.ttl
-    requested = params.get("task")
-    if (
-        not info.modern
-        and isinstance(requested, dict)
-        and isinstance(requested.get("ttl"), int)
-        and requested["ttl"] > 0
-    ):
-        # 2025-11-25: the client may ask for a shorter time to live, never a longer one.
-        asked = requested["ttl"] / 1000
-        limit = ttl if ttl is not None else get_config()["TASK_TTL"]
-        ttl = asked if limit is None else min(asked, limit)
+    ttl = _time_to_live(tool, info, params)
     new = service.NewTask(
         tool_name=tool.name,
         arguments=params.get("arguments") or {},
@@ -176,7 +212,7 @@ async def start_task(
         origin_request_id=info.request_id,
         access_token=_access_token(info),
         headers=_snapshot_headers(info),
-        prepared=prepared,
+        prepared=jsontext.storable(prepared, f"what {tool.name}'s prepare returned"),
         queue=config.queue,
         ttl=ttl,
         poll_interval=config.poll_interval,
@@ -193,49 +229,115 @@ async def start_task(
     return {"resultType": "task", **task_fields(task)}
 
 
-async def _task_for(info: RequestInfo, params: dict[str, Any]) -> Task:
-    require_tasks_capability(info)
-    try:
-        return await db(service.get_task)(params.get("taskId"), info.principal.scope)
-    except service.TaskNotFound:
-        raise ProtocolError(INVALID_PARAMS, NOT_FOUND) from None
+def task_id_of(params: dict[str, Any]) -> str:
+    """``params.taskId`` when it can name a task; anything else is not found (``-32602``)."""
+    task_id = params.get("taskId")
+    if not is_lookup_key(task_id):
+        raise ProtocolError(INVALID_PARAMS, NOT_FOUND)
+    return str(task_id)
 
 
 async def get_task(
     server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
 ) -> dict[str, Any]:
-    task = await _task_for(info, params)
-    return await db(detailed_task)(task)
+    """The detailed task. A ``working`` task is answered at its next change, or after
+    ``TASK_GET_HOLD`` seconds: the client hears of a result at once, not at its next poll."""
+    require_tasks_capability(info)
+    task_id, scope = task_id_of(params), info.principal.scope
+    hold = float(get_config()["TASK_GET_HOLD"])
+    if hold > 0:
+        await sink.watch_task(task_id)  # before the read: no change after it is missed
+    detailed = await _detailed(task_id, scope)
+    deadline = time.monotonic() + hold
+    while detailed["status"] == "working" and (remaining := deadline - time.monotonic()) > 0:
+        await sink.wait_for_task(task_id, remaining)
+        detailed = await _detailed(task_id, scope)
+    return detailed
+
+
+async def _detailed(task_id: str, principal_scope: str) -> dict[str, Any]:
+    def load() -> dict[str, Any]:
+        return detailed_task(service.get_task(task_id, principal_scope))
+
+    try:
+        return await db(load)()
+    except service.TaskNotFound:
+        raise ProtocolError(INVALID_PARAMS, NOT_FOUND) from None
 
 
 async def update_task(
     server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
 ) -> dict[str, Any]:
-    task = await _task_for(info, params)
+    """Record each response on its own: one that is refused or fails leaves the others
+    recorded, and the error that follows says which one it was."""
+    require_tasks_capability(info)
+    task_id = task_id_of(params)
     responses = params.get("inputResponses")
+    refused: list[str] = []
+    answerable: dict[str, Any] = {}
+    if isinstance(responses, dict):
+        for key, response in responses.items():
+            if not is_lookup_key(key):
+                continue  # names no question: ignored, like any unknown key
+            try:
+                require_storable(response, jsontext.describe("params.inputResponses", (key,)))
+            except ProtocolError as exc:
+                refused.append(exc.message)
+            else:
+                answerable[key] = response
+    try:
+        failed = await db(_record_answers)(task_id, info.principal.scope, answerable)
+    except service.TaskNotFound:
+        raise ProtocolError(INVALID_PARAMS, NOT_FOUND) from None
     if not isinstance(responses, dict):
         raise ProtocolError(INVALID_PARAMS, "params.inputResponses must be an object")
-    answer = db(service.answer)
-    for key, response in responses.items():
+    if failed:
+        raise ProtocolError(
+            INTERNAL_ERROR, f"Could not record {', '.join(failed)}; the other responses were"
+        )
+    if refused:
+        raise ProtocolError(
+            INVALID_PARAMS, f"{'; '.join(refused)} (the other responses were recorded)"
+        )
+    return {}
+
+
+def _record_answers(task_id: str, principal_scope: str, responses: dict[str, Any]) -> list[str]:
+    """Answer the caller's task (``TaskNotFound`` if it is not theirs), each response in a
+    transaction of its own; returns the fields that could not be recorded (sync: ORM)."""
+    if not responses:
+        service.get_task(task_id, principal_scope)  # nothing to record: is the task theirs?
+    failed: list[str] = []
+    for number, (key, response) in enumerate(responses.items()):
         try:
-            await answer(
-                task.id, key, response, principal_scope=info.principal.scope, answered_by="client"
+            service.answer(
+                task_id,
+                key,
+                response,
+                principal_scope=principal_scope,
+                answered_by="client",
+                not_found_raises=True,
             )
+        except service.TaskNotFound:
+            if number == 0:
+                raise
+            # It expired between two answers: the ones before it were recorded.
+            failed.append(jsontext.describe("params.inputResponses", (key,)))
         except service.InvalidAnswer as exc:
             # Per the extension, unusable responses are ignored; the question stays open.
-            logger.info("ignored an invalid answer to %s of task %s: %s", key, task.id, exc)
-    return {}
+            logger.info("ignored an invalid answer to %s of task %s: %s", key, task_id, exc)
+        except Exception:
+            logger.exception("could not record the answer to %s of task %s", key, task_id)
+            failed.append(jsontext.describe("params.inputResponses", (key,)))
+    return failed
 
 
 async def cancel_task(
     server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
 ) -> dict[str, Any]:
     require_tasks_capability(info)
-    task_id = params.get("taskId")
-    if not isinstance(task_id, str):
-        raise ProtocolError(INVALID_PARAMS, NOT_FOUND)
     try:
-        await db(service.cancel)(task_id, info.principal.scope)
+        await db(service.cancel)(task_id_of(params), info.principal.scope)
     except service.TaskNotFound:
         raise ProtocolError(INVALID_PARAMS, NOT_FOUND) from None
     return {}
@@ -254,8 +356,13 @@ async def watched_task(task_id: str, principal_scope: str) -> dict[str, Any] | N
 
 
 async def owned_task_ids(task_ids: list[Any], principal_scope: str) -> list[str]:
-    """The subset of ``task_ids`` the caller may watch."""
-    wanted = [task_id for task_id in task_ids if isinstance(task_id, str)]
+    """The subset of ``task_ids`` the caller may watch (``-32602`` past
+    :data:`MAX_WATCHED_TASKS`)."""
+    if len(task_ids) > MAX_WATCHED_TASKS:
+        raise ProtocolError(
+            INVALID_PARAMS, f"params.notifications.taskIds: at most {MAX_WATCHED_TASKS} tasks"
+        )
+    wanted = [task_id for task_id in task_ids if is_lookup_key(task_id)]
     return [
         task.id
         async for task in Task.objects.filter(pk__in=wanted, principal_scope=principal_scope).only(

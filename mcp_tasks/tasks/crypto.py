@@ -7,6 +7,7 @@ key in ``SECRET_KEY_FALLBACKS`` still open, so keys can be rotated the Django wa
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 from typing import Any
@@ -25,6 +26,7 @@ class SnapshotDecryptionError(Exception):
     """The sealed secrets cannot be opened with SECRET_KEY or any SECRET_KEY_FALLBACKS."""
 
 
+@functools.lru_cache(maxsize=16)
 def _derive(secret: str | bytes) -> bytes:
     raw = secret.encode() if isinstance(secret, str) else secret
     return HKDF(algorithm=SHA256(), length=32, salt=None, info=_INFO).derive(raw)

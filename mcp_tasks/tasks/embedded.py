@@ -1,4 +1,4 @@
-"""Embedded development mode: an in-process fake Redis and a worker thread, so that
+"""Embedded development mode: an in-process fake Redis and a task worker thread, so that
 ``manage.py runserver`` runs background tasks with no services installed.
 
 Single process only; production uses Redis and ``manage.py rqworker``.
@@ -28,18 +28,19 @@ def connection() -> Any:
     return fakeredis.FakeStrictRedis(server=_server)
 
 
-def start_worker(queues: list[str], count: int = 4) -> list[threading.Thread]:
-    """Start ``count`` worker threads once per process (idempotent)."""
+def start_worker(queues: list[str], count: int = 1) -> list[threading.Thread]:
+    """Start ``count`` worker threads once per process (idempotent); each runs up to
+    ``TASK_CONCURRENCY`` tasks at once."""
     with _lock:
         if any(thread.is_alive() for thread in _threads):
             return _threads
         from rq import Queue
 
-        from .worker import ThreadWorker
+        from .worker import EmbeddedTaskWorker
 
         for number in range(count):
             conn = connection()
-            worker = ThreadWorker(
+            worker = EmbeddedTaskWorker(
                 [Queue(name, connection=conn) for name in queues], connection=conn
             )
             thread = threading.Thread(

@@ -1,7 +1,10 @@
-"""The rq job: run (or resume) one task's tool with its context restored.
+"""Running one task job: the tool, with its caller's context restored.
 
-Async tools run on an event loop kept for the life of the worker process (so the server
-lifespan is entered once per process); sync tools run in a thread and may use the ORM.
+:func:`execute` runs one job of a task on the current event loop, inside a
+:class:`~mcp_tasks.tasks.runtime.Runtime` (wake-ups, heartbeat, slots). The concurrent
+:class:`~mcp_tasks.tasks.worker.TaskWorker` runs many at once on one loop;
+:func:`run_task` is the rq entry point for rq's own worker classes (one job at a time,
+e.g. the forking ``ForkingTaskWorker``). Sync tools run in a thread and may use the ORM.
 """
 
 from __future__ import annotations
@@ -9,11 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 import threading
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -27,11 +27,13 @@ from ..exceptions import ProtocolError, ToolError
 from ..inputs import Question
 from ..lifespan import lifespan_context
 from ..models import LegacySession, Task, TaskSnapshot
-from ..protocol.constants import META_RELATED_TASK
+from ..permissions import allowed_now
+from ..protocol.constants import INTERNAL_ERROR, INVALID_PARAMS, META_RELATED_TASK
 from ..runner import error_result, run_tool, validate_arguments
 from ..server import MCPServer, mcp
 from ..sessions import StoredSession
 from . import crypto, notify, service
+from .runtime import JobSlot, Runtime, TaskWatch, runtime_for_loop
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -43,10 +45,6 @@ class TaskSuspended(BaseException):
     ends, the task stays ``input_required`` and resumes on a new job when answered."""
 
 
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
-
-
 def _loop() -> asyncio.AbstractEventLoop:
     loop = getattr(_loops, "loop", None)
     if loop is None or loop.is_closed():
@@ -56,100 +54,44 @@ def _loop() -> asyncio.AbstractEventLoop:
 
 
 def run_task(task_id: str, run: int | None = None, server: MCPServer | None = None) -> None:
-    """rq entry point (``mcp_tasks.tasks.job.run_task``): job number ``run`` of the task."""
-    _loop().run_until_complete(execute(task_id, server or mcp, run))
+    """rq entry point (``mcp_tasks.tasks.job.run_task``) for rq's own worker classes:
+    job number ``run`` of the task, on an event loop kept for the thread's life."""
+    _loop().run_until_complete(_run_alone(task_id, server or mcp, run))
 
 
-class TaskWatch:
-    """Hears the task's changes through the channel layer (a Redis wake-up, not polling):
-    cancels the tool when the task ends, and wakes a waiting question."""
-
-    def __init__(self, task_id: str) -> None:
-        self.task_id = task_id
-        self.changed = asyncio.Event()
-        self.tool: asyncio.Task[Any] | None = None
-        self.ended = False
-        self.listening = asyncio.Event()
-
-    async def _listen(self) -> None:
-        layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
-        if layer is None:
-            self.listening.set()
-            return
-        channel = await layer.new_channel()
-        group = groups.task_group(self.task_id)
-        try:
-            await layer.group_add(group, channel)
-        finally:
-            self.listening.set()  # joined, or failed to: either way the tool may start
-        try:
-            while True:
-                try:
-                    message = await layer.receive(channel)
-                except Exception:  # Redis hiccup or read timeout: the heartbeat still polls
-                    logger.warning(
-                        "task %s: channel layer read failed", self.task_id, exc_info=True
-                    )
-                    await asyncio.sleep(1)
-                    continue
-                self._seen(message.get("status"))
-        finally:
-            with contextlib.suppress(Exception):
-                await layer.group_discard(group, channel)
-
-    def _seen(self, status: str | None) -> None:
-        if status in ("completed", "failed", "cancelled"):
-            self.ended = True
-            if self.tool is not None and not self.tool.done():
-                self.tool.cancel()
-        self.changed.set()
-
-    async def _heartbeat(self) -> None:
-        interval = get_config()["TASK_HEARTBEAT_INTERVAL"]
-        while True:
-            await asyncio.sleep(interval)
-            status = await db(service.heartbeat)(self.task_id)
-            if status != "input_required":
-                self._seen(status)
-
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[TaskWatch]:
-        helpers = [asyncio.ensure_future(self._listen()), asyncio.ensure_future(self._heartbeat())]
-        # Join the task's group before the tool runs, so no wake-up is missed.
-        await asyncio.wait(
-            [helpers[0], asyncio.ensure_future(self.listening.wait())],
-            timeout=5,
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-        try:
-            yield self
-        finally:
-            for helper in helpers:
-                helper.cancel()
-                helper.add_done_callback(_consume_exception)
-            # Only the heartbeat is awaited: a blocking channel-layer read can outlive its
-            # cancellation by seconds (channels_redis' BRPOP), and the job need not wait.
-            await asyncio.wait(helpers[1:], timeout=1)
-
-
-def _consume_exception(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
+async def _run_alone(task_id: str, server: MCPServer, run: int | None) -> None:
+    runtime = runtime_for_loop()
+    await runtime.start()
+    await execute(task_id, server, run, runtime)
 
 
 class TaskBackend:
     """A ``ContextBackend`` for a tool running as a background task."""
 
-    def __init__(self, task: Task, snapshot: TaskSnapshot, watch: TaskWatch) -> None:
+    def __init__(
+        self, task: Task, snapshot: TaskSnapshot, watch: TaskWatch, runtime: Runtime, slot: JobSlot
+    ) -> None:
         self.task = task
         self.snapshot = snapshot
         self.watch = watch
+        self.runtime = runtime
+        self.slot = slot
         self.sequence = 0
+
+    def is_cancelled(self) -> bool:
+        return self.watch.ended
+
+    def _check_running(self) -> None:
+        """Cooperative cancel: a sync tool (which no ``CancelledError`` can reach) stops at
+        its next ``Context`` call once its task has ended."""
+        if self.watch.ended:
+            raise asyncio.CancelledError()
 
     async def report_progress(
         self, progress: float, total: float | None, message: str | None
     ) -> None:
-        await db(service.report_progress)(self.task.id, progress, total, message)
+        self._check_running()
+        await db(service.report_progress)(self.task, progress, total, message)
         token = self.snapshot.progress_token
         if self.snapshot.era == "legacy" and token is not None:
             # 2025-11-25: the creating request's progress token stays valid for the task's life.
@@ -164,6 +106,7 @@ class TaskBackend:
             )
 
     async def log(self, level: str, data: Any, logger_name: str | None) -> None:
+        self._check_running()
         await db(service.add_log)(self.task.id, level, logger_name, data)
         if self.snapshot.era != "legacy":
             return  # the modern tasks extension has no log notifications for tasks
@@ -183,26 +126,27 @@ class TaskBackend:
     async def ask(self, questions: list[Question]) -> list[dict[str, Any]]:
         """Record the questions (or find them when replaying), announce them, and wait a
         short hold window for the answers; past it, the job ends (``TaskSuspended``)."""
+        self._check_running()
         first = self.sequence + 1
         self.sequence += len(questions)
         keys: list[str | None]
+        self.watch.changed.clear()  # from here on, the wake-up of an answer is kept
         try:
             rows = await db(service.ask_all)(
                 self.task.id,
                 first,
                 [(question.method, question.params, question.key) for question in questions],
-                worker_name(),
+                self.runtime.name,
             )
             keys = [row.key for row in rows]
+            answers = [service.answer_in(row) for row in rows]  # replayed: already answered
         except (service.ReplayMismatch, service.TaskEnded):
             raise
         except Exception:
             logger.exception("could not record the questions of task %s", self.task.id)
             keys = [None] * len(questions)
-        answers = await self._answers(keys)
-        if any(
-            answer is None for key, answer in zip(keys, answers, strict=True) if key is not None
-        ):
+            answers = [None] * len(questions)
+        if not _all_answered(keys, answers):
             try:
                 session_id = self.task.session_id if self.snapshot.era == "legacy" else None
                 await notify.apublish_task_change(self.task.id, "input_required", session_id)
@@ -213,7 +157,7 @@ class TaskBackend:
                         await db(service.withdraw)(self.task.id, key)
                 keys = [None] * len(keys)
             else:
-                answers = await self._hold(keys)
+                answers = await self._hold(keys, answers)
         return [
             self._unanswerable(question.method, "the question could not be asked")
             if key is None
@@ -224,39 +168,58 @@ class TaskBackend:
         ]
 
     async def _answers(self, keys: list[str | None]) -> list[Any]:
-        lookup = db(service.answer_of)
-        return [None if key is None else await lookup(self.task.id, key) for key in keys]
+        return await db(service.answers_of)(self.task.id, keys)
+
+    def _woken_with(self, keys: list[str | None], answers: list[Any]) -> list[Any] | None:
+        """Every missing answer, as the wake-up brought them (committed before it was
+        sent); None when one is missing there too (then they are read back)."""
+        brought = self.watch.answers
+        if not all(
+            key in brought
+            for key, answer in zip(keys, answers, strict=True)
+            if key and answer is None
+        ):
+            return None
+        return [
+            brought[key] if key and answer is None else answer
+            for key, answer in zip(keys, answers, strict=True)
+        ]
 
     def _unanswerable(self, method: str, why: str) -> dict[str, Any]:
         if method == "elicitation/create":
             return {"action": "cancel"}
         raise ToolError(f"{method} failed: {why}")
 
-    async def _hold(self, keys: list[str | None]) -> list[Any]:
+    async def _hold(self, keys: list[str | None], answers: list[Any]) -> list[Any]:
+        """Wait up to ``INPUT_HOLD_WINDOW`` for every answer (woken by the runtime, not by
+        polling), without holding a slot meanwhile; past it, let the task go."""
         deadline = time.monotonic() + get_config()["INPUT_HOLD_WINDOW"]
-        while True:
-            self.watch.changed.clear()
-            answers = await self._answers(keys)
-            if all(
-                answer is not None
-                for key, answer in zip(keys, answers, strict=True)
-                if key is not None
-            ):
-                return answers
+        self.slot.release()
+        while not _all_answered(keys, answers):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if not await db(service.release)(self.task.id):
+                    raise TaskSuspended(self.task.id)
+                answers = await self._answers(keys)  # answered just as the window closed
                 break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.watch.changed.wait(), remaining)
-        if await db(service.release)(self.task.id):
-            return await self._answers(keys)
-        raise TaskSuspended(self.task.id)
+            self.watch.changed.clear()
+            answers = self._woken_with(keys, answers) or await self._answers(keys)
+        await self.slot.reacquire()
+        self._check_running()
+        return answers
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await _send(groups.BROADCAST, method, params)
 
     async def close_stream(self) -> None:
         return None  # a task has no response stream
+
+
+def _all_answered(keys: list[str | None], answers: list[Any]) -> bool:
+    """Every question that was recorded (has a key) has its answer."""
+    return all(answer is not None for key, answer in zip(keys, answers, strict=True) if key)
 
 
 async def _send(group: str, method: str, params: dict[str, Any]) -> None:
@@ -292,30 +255,103 @@ async def _user(scope: str) -> Any:
     return await get_user_model()._default_manager.filter(pk=scope.split(":", 1)[1]).afirst()
 
 
-async def execute(task_id: str, server: MCPServer, run: int | None = None) -> None:
-    """Run one job of ``task_id`` to its end: a result, an error, or a suspension."""
-    task = await db(service.begin_run)(task_id, worker_name(), run)
-    if task is None:
-        return
-    fail = db(service.fail)
-    tool = server.tools.get(task.tool_name)
-    if tool is None:
-        await fail(task.id, {"code": -32602, "message": f"Unknown tool: {task.tool_name}"})
-        return
-    snapshot = await TaskSnapshot.objects.aget(pk=task.id)
-    try:
-        secrets = crypto.unseal(snapshot.sealed) or {}
-    except crypto.SnapshotDecryptionError as exc:
-        await fail(task.id, {"code": -32603, "message": str(exc)}, str(exc))
-        return
-    try:
-        validated = validate_arguments(tool, task.arguments)
-    except ValueError as exc:
-        await db(service.complete)(task.id, error_result(str(exc)))
-        return
-    watch = TaskWatch(task.id)
-    context = Context(
-        backend=TaskBackend(task, snapshot, watch),
+async def execute(
+    task_id: str,
+    server: MCPServer,
+    run: int | None,
+    runtime: Runtime,
+    *,
+    slot: JobSlot | None = None,
+    timeout: float | None = None,
+) -> None:
+    """Run job number ``run`` of ``task_id`` to its end: a result, an error, or a
+    suspension. ``timeout``: seconds before the task fails as timed out (None: the
+    caller enforces it, e.g. rq's own job timeout)."""
+    slot = slot or JobSlot(None)
+    with runtime.watch(task_id) as watch:
+        task = await db(service.begin_run)(task_id, runtime.name, run)
+        if task is None:
+            return
+        fail = db(service.fail)
+        tool = server.tools.get(task.tool_name)
+        if tool is None:
+            await fail(
+                task.id, {"code": INVALID_PARAMS, "message": f"Unknown tool: {task.tool_name}"}
+            )
+            return
+        snapshot = task.snapshot
+        try:
+            secrets = crypto.unseal(snapshot.sealed) or {}
+        except crypto.SnapshotDecryptionError as exc:
+            await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
+            return
+        try:
+            validated = validate_arguments(tool, task.arguments)
+        except ValueError as exc:
+            await db(service.complete)(task, error_result(str(exc)))
+            return
+        access_token = _access_token(secrets.get("access_token"))
+        user = await _user(task.principal_scope)
+        if not tool.access.is_open and not await db(allowed_now)(tool.access, access_token, user):
+            # Checked afresh before every job (start and each resume): a revoked permission
+            # or a deactivated user stops the task here.
+            message = (
+                f"The task's caller may no longer use tool {task.tool_name!r} "
+                "(a permission or scope it requires is missing)"
+            )
+            await fail(task.id, {"code": INVALID_PARAMS, "message": message}, message)
+            return
+        backend = TaskBackend(task, snapshot, watch, runtime, slot)
+        context = await _context(task, snapshot, secrets, backend, access_token, user)
+        if watch.ended:
+            return  # cancelled while it was starting
+        tool_run = watch.tool = asyncio.ensure_future(run_tool(tool, validated, context))
+        try:
+            done, _ = await asyncio.wait({tool_run}, timeout=timeout)
+        except asyncio.CancelledError:
+            tool_run.cancel()
+            raise
+        if not done:
+            message = f"The task timed out after {timeout:g} s"
+            await fail(task.id, {"code": INTERNAL_ERROR, "message": message}, message)
+            watch.end()  # the tool gets CancelledError; the job does not wait for it
+            tool_run.add_done_callback(_consume_exception)
+            return
+        try:
+            result = tool_run.result()
+        except asyncio.CancelledError:
+            if not watch.ended:
+                raise
+            return  # the task was cancelled: its status already says so
+        except (TaskSuspended, service.TaskEnded):
+            return
+        except service.ReplayMismatch as exc:
+            await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
+            return
+        except ProtocolError as exc:
+            await fail(task.id, exc.to_dict())
+            return
+        except BaseException as exc:
+            # rq's job timeout (SIGALRM under rq's own workers) and anything else that escaped.
+            await fail(
+                task.id,
+                {"code": INTERNAL_ERROR, "message": f"The task stopped: {type(exc).__name__}"},
+            )
+            raise
+        await db(service.complete)(task, result)
+
+
+async def _context(
+    task: Task,
+    snapshot: TaskSnapshot,
+    secrets: dict[str, Any],
+    backend: TaskBackend,
+    access_token: AccessToken | None,
+    user: Any,
+) -> Context:
+    """The tool's ``Context``, restored from the task's snapshot."""
+    return Context(
+        backend=backend,
         task_id=task.id,
         session_id=task.session_id,
         session=await _session(task) if snapshot.era == "legacy" else None,
@@ -323,35 +359,15 @@ async def execute(task_id: str, server: MCPServer, run: int | None = None) -> No
         protocol_version=snapshot.protocol_version,
         client_capabilities=snapshot.client_capabilities,
         client_info=snapshot.client_info,
-        access_token=_access_token(secrets.get("access_token")),
-        user=await _user(task.principal_scope),
+        access_token=access_token,
+        user=user,
         lifespan_context=await lifespan_context(),
         request_context=None,
         headers=secrets.get("headers") or {},
         prepared=(snapshot.prior_answers or {}).get("prepared"),
     )
-    async with watch.running():
-        watch.tool = asyncio.ensure_future(run_tool(tool, validated, context))
-        try:
-            result = await watch.tool
-        except asyncio.CancelledError:
-            if not watch.ended:
-                raise
-            return  # the task was cancelled: its status already says so
-        except TaskSuspended:
-            return
-        except service.ReplayMismatch as exc:
-            await fail(task.id, {"code": -32603, "message": str(exc)}, str(exc))
-            return
-        except service.TaskEnded:
-            return
-        except ProtocolError as exc:
-            await fail(task.id, exc.to_dict())
-            return
-        except BaseException as exc:
-            # rq's job timeout (raised by SIGALRM) and anything else that escaped.
-            await fail(
-                task.id, {"code": -32603, "message": f"The task stopped: {type(exc).__name__}"}
-            )
-            raise
-    await db(service.complete)(task.id, result)
+
+
+def _consume_exception(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()

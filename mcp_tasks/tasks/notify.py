@@ -3,19 +3,30 @@ worker running the task hear about them at once."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from ..conf import get_config
-from ..groups import session_group, task_group
+from ..db import calling_loop
+from ..groups import ADMIN, session_group, task_group, worker_group
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
 
-async def apublish_task_change(task_id: str, status: str, session_id: str | None = None) -> None:
-    """Tell the task's watchers (and a legacy creator's session streams) it changed."""
+async def apublish_task_change(
+    task_id: str,
+    status: str,
+    session_id: str | None = None,
+    worker: str | None = None,
+    answers: dict[str, Any] | None = None,
+) -> None:
+    """Tell the task's watchers (a legacy creator's session streams, and the ``worker``
+    runtime running it) that it changed. ``answers`` (question key → committed answer)
+    go to the worker only: it goes on without reading them back."""
     layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
     if layer is None:
         return
@@ -23,11 +34,60 @@ async def apublish_task_change(task_id: str, status: str, session_id: str | None
     await layer.group_send(task_group(task_id), message)
     if session_id:
         await layer.group_send(session_group(session_id), message)
+    if worker:
+        await layer.group_send(worker_group(worker), {**message, "answers": answers or {}})
 
 
-def publish_task_change(task_id: str, status: str, session_id: str | None = None) -> None:
-    """Tell watchers the task changed. Failures are logged: pollers still see the row."""
+def publish_task_change(
+    task_id: str,
+    status: str,
+    session_id: str | None = None,
+    worker: str | None = None,
+    answers: dict[str, Any] | None = None,
+) -> None:
+    """Tell watchers the task changed. Inside a :func:`~mcp_tasks.db.db` call the message
+    goes out from the awaiting event loop without blocking the ORM thread; elsewhere
+    (admin views, management commands) it is sent before this returns. Failures are
+    logged: pollers and the worker's heartbeat still see the row."""
+    _publish(apublish_task_change, task_id, task_id, status, session_id, worker, answers)
+
+
+async def apublish_admin_event(task_id: str, event: str) -> None:
+    """Tell the live admin pages (:data:`~mcp_tasks.groups.ADMIN`) that a task changed."""
+    layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
+    if layer is not None:
+        message = {"type": "mcp.admin", "task_id": task_id, "event": event}
+        await layer.group_send(ADMIN, message)
+
+
+def publish_admin_event(task_id: str, event: str) -> None:
+    """:func:`apublish_admin_event` from synchronous code, like :func:`publish_task_change`."""
+    _publish(apublish_admin_event, task_id, task_id, event)
+
+
+def _publish(send: Any, task_id: str, *args: Any) -> None:
+    loop = calling_loop()
+    if loop is not None and loop.is_running():
+        loop.call_soon_threadsafe(_send_soon, send(*args), task_id)
+        return
     try:
-        async_to_sync(apublish_task_change)(task_id, status, session_id)
+        async_to_sync(send)(*args)
     except Exception:
         logger.warning("could not publish the change of task %s", task_id, exc_info=True)
+
+
+_pending: set[asyncio.Task[None]] = set()
+
+
+def _send_soon(coroutine: Any, task_id: str) -> None:
+    sending = asyncio.ensure_future(coroutine)
+    _pending.add(sending)  # keep a reference until it is sent
+    sending.add_done_callback(lambda done: _sent(done, task_id))
+
+
+def _sent(sending: asyncio.Task[None], task_id: str) -> None:
+    _pending.discard(sending)
+    if not sending.cancelled() and sending.exception() is not None:
+        logger.warning(
+            "could not publish the change of task %s", task_id, exc_info=sending.exception()
+        )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import django_rq
 from rq import Queue
@@ -19,15 +19,34 @@ logger = logging.getLogger("mcp_tasks.tasks")
 JOB_FUNCTION = "mcp_tasks.tasks.job.run_task"
 
 
+_queues: dict[str, Queue] = {}
+
+
 def get_queue(name: str) -> Queue:
-    """The rq queue ``name``: django-rq's, or the in-process one in embedded mode."""
-    from ..conf import get_config
+    """The rq queue ``name``: django-rq's, or the in-process one in embedded mode.
 
-    if get_config()["EMBEDDED_WORKER"]:
-        from . import embedded
+    Kept per process (django-rq makes a new Redis client, so a new connection, per call;
+    redis-py's pool is thread-safe and starts afresh in a forked child). Forgotten when
+    ``MCP_TASKS`` or ``RQ_QUEUES`` change (:func:`forget_queues`).
+    """
+    queue = _queues.get(name)
+    if queue is None:
+        from ..conf import get_config
 
-        return Queue(name, connection=embedded.connection())
-    return django_rq.get_queue(name)
+        if get_config()["EMBEDDED_WORKER"]:
+            from . import embedded
+
+            queue = Queue(name, connection=embedded.connection())
+        else:
+            queue = django_rq.get_queue(name)
+        _queues[name] = queue
+    return queue
+
+
+def forget_queues(*, setting: str, **kwargs: Any) -> None:
+    """``setting_changed`` receiver: queues follow ``MCP_TASKS`` and ``RQ_QUEUES``."""
+    if setting in ("MCP_TASKS", "RQ_QUEUES"):
+        _queues.clear()
 
 
 def enqueue(task: Task) -> None:
@@ -44,7 +63,9 @@ def enqueue(task: Task) -> None:
         description=f"mcp_tasks {task.tool_name} {task.id[:8]}",
         origin=queue.name,
     )
-    queue.enqueue_job(job)
+    with queue.connection.pipeline() as pipeline:  # one round trip (rq alone makes two)
+        queue.enqueue_job(job, pipeline=pipeline)
+        pipeline.execute()
 
 
 def job_exists(task: Task) -> bool:

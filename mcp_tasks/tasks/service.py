@@ -4,23 +4,25 @@ Every transition runs under a row lock; terminal states (completed, failed, canc
 never change. The wire handlers, the worker and the admin call these functions and never
 write task rows themselves. Functions are synchronous (ORM); async callers wrap them with
 :func:`mcp_tasks.db.db`. Each change is published to the task's channel-layer group
-after the transaction commits.
+after the transaction commits, and sent as a Django signal (:mod:`mcp_tasks.signals`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import secrets
-import typing
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from .. import jsontext, signals
 from ..conf import get_config
 from ..models import (
     TERMINAL_STATUSES,
@@ -32,7 +34,7 @@ from ..models import (
     TaskStatus,
 )
 from ..server import mcp
-from . import crypto, notify, queue
+from . import crypto, notify, queue, rows
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -63,23 +65,60 @@ class NewTask:
     ttl: float | None = None
     poll_interval: float | None = None
     timeout: int | None = None
+    retry_of: str | None = None
 
 
-def _publish_on_commit(task: Task) -> None:
+def _publish_on_commit(
+    task: Task, *, wake: bool = False, answers: dict[str, Any] | None = None
+) -> None:
+    """After commit, tell the task's watchers (and, with ``wake``, the worker running it:
+    the change came from someone else, with the ``answers`` it waits for) that it changed."""
     task_id, status = task.id, task.status
     session_id = task.session_id if task.era == "legacy" else None
-    transaction.on_commit(lambda: notify.publish_task_change(task_id, status, session_id))
+    worker = task.worker_name if wake and task.worker_name else None
+    transaction.on_commit(
+        lambda: notify.publish_task_change(task_id, status, session_id, worker, answers)
+    )
+
+
+def _publish(task: Task | str, status: str) -> None:
+    """:func:`_publish_on_commit` for a change the worker running the task made with a
+    conditional update (``task``: the row as the worker loaded it, or its id)."""
+    if isinstance(task, str):
+        task = Task.objects.only("era", "session_id").get(pk=task)
+    task_id = task.id
+    legacy_session = task.session_id if task.era == "legacy" else None
+    transaction.on_commit(lambda: notify.publish_task_change(task_id, status, legacy_session))
+
+
+def _status_changed(task_id: str, old: str, new: str) -> None:
+    """The signals of a status change, sent after commit (nothing when it did not change)."""
+    if old == new:
+        return
+    signals.send_on_commit(
+        signals.task_status_changed, task_id=task_id, old_status=str(old), new_status=str(new)
+    )
+    if new in TERMINAL_STATUSES:
+        signals.send_on_commit(signals.task_finished, task_id=task_id, status=str(new))
+
+
+def _id(task: Task | str) -> str:
+    return task if isinstance(task, str) else task.id
 
 
 def _locked(task_id: str) -> Task:
-    return Task.objects.select_for_update().get(pk=task_id)
+    task = rows.locked_task(task_id)
+    if task is None:
+        raise Task.DoesNotExist(task_id)
+    return task
 
 
 def _touch(task: Task, **changes: Any) -> None:
+    """Change fields of a task whose row this transaction holds (:func:`_locked`)."""
+    changes["updated_at"] = timezone.now()
     for name, value in changes.items():
         setattr(task, name, value)
-    task.updated_at = timezone.now()
-    task.save(update_fields=[*changes, "updated_at"])
+    rows.update_task(task.id, {}, changes)
 
 
 # -- creating and reading ---------------------------------------------------------------
@@ -95,36 +134,39 @@ def create_task(new: NewTask) -> Task:
     poll = config["TASK_POLL_INTERVAL"] if new.poll_interval is None else new.poll_interval
     now = timezone.now()
     secrets_blob = {"access_token": new.access_token, "headers": new.headers or {}}
-    with transaction.atomic():
-        task = Task.objects.create(
-            id=secrets.token_urlsafe(32),
-            principal_scope=new.principal_scope,
-            tool_name=new.tool_name,
-            arguments=new.arguments,
-            status=TaskStatus.WORKING,
-            status_message="Queued",
-            era=new.era,
-            session_id=new.session_id or f"task-session-{secrets.token_hex(16)}",
-            origin_request_id=new.origin_request_id,
-            queue=new.queue or config["TASK_QUEUE"],
-            job_timeout=new.timeout or config["TASK_TIMEOUT"],
-            ttl_ms=None if ttl is None else int(ttl * 1000),
-            poll_interval_ms=int(poll * 1000),
-            expires_at=None if ttl is None else now + timedelta(seconds=ttl),
-            created_at=now,
-            updated_at=now,
-        )
-        TaskSnapshot.objects.create(
-            task=task,
-            era=new.era,
-            protocol_version=new.protocol_version,
-            client_info=new.client_info,
-            client_capabilities=new.client_capabilities,
-            log_level=new.log_level or "",
-            progress_token=new.progress_token,
-            prior_answers={"prepared": new.prepared},
-            sealed=crypto.seal(secrets_blob),
-        )
+    task = Task(
+        id=secrets.token_urlsafe(32),
+        principal_scope=new.principal_scope,
+        client_id=str((new.access_token or {}).get("client_id") or "")[:255],
+        tool_name=new.tool_name,
+        arguments=new.arguments,
+        status=TaskStatus.WORKING,
+        status_message="Queued",
+        era=new.era,
+        session_id=new.session_id or f"task-session-{secrets.token_hex(16)}",
+        origin_request_id=new.origin_request_id,
+        queue=new.queue or config["TASK_QUEUE"],
+        job_timeout=new.timeout or config["TASK_TIMEOUT"],
+        ttl_ms=None if ttl is None else int(ttl * 1000),
+        poll_interval_ms=int(poll * 1000),
+        expires_at=None if ttl is None else now + timedelta(seconds=ttl),
+        created_at=now,
+        updated_at=now,
+        retry_of_id=new.retry_of,
+    )
+    snapshot = TaskSnapshot(
+        task=task,
+        era=new.era,
+        protocol_version=new.protocol_version,
+        client_info=new.client_info,
+        client_capabilities=new.client_capabilities,
+        log_level=new.log_level or "",
+        progress_token=new.progress_token,
+        prior_answers={"prepared": new.prepared},
+        sealed=crypto.seal(secrets_blob),
+    )
+    rows.insert_task(task, snapshot)  # together, atomically
+    signals.send_on_commit(signals.task_created, task_id=task.id, task=task)
     try:
         queue.enqueue(task)
     except Exception as exc:
@@ -138,6 +180,10 @@ def create_task(new: NewTask) -> Task:
     return task
 
 
+def _expired(task: Task) -> bool:
+    return task.expires_at is not None and task.expires_at <= timezone.now()
+
+
 def _live(queryset: Any) -> Any:
     return queryset.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
 
@@ -146,12 +192,17 @@ def get_task(task_id: Any, principal_scope: str) -> Task:
     """The caller's task, or :class:`TaskNotFound` (unknown, expired, someone else's)."""
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise TaskNotFound(task_id)
-    task = _live(Task.objects.filter(pk=task_id, principal_scope=principal_scope)).first()
-    if task is None:
+    task = rows.task_of(task_id, principal_scope)
+    if task is None or _expired(task):
         raise TaskNotFound(task_id)
     if check_liveness(task):
         task.refresh_from_db()
-    return typing.cast(Task, task)
+    return task
+
+
+def find_task(task_id: str) -> Task | None:
+    """The task ``task_id`` whoever owns it (callers check the owner), or None."""
+    return Task.objects.filter(pk=task_id).first()
 
 
 def list_tasks(principal_scope: str) -> Any:
@@ -174,67 +225,73 @@ def snapshot_secrets(task: Task) -> dict[str, Any]:
 
 
 def begin_run(task_id: str, worker_name: str, run: int | None = None) -> Task | None:
-    """Job number ``run`` starts working on the task; None when there is nothing to do
-    (the task ended, waits for answers, or a newer job replaced this one)."""
-    with transaction.atomic():
-        try:
-            task = _locked(task_id)
-        except Task.DoesNotExist:
+    """Job number ``run`` starts working on the task (loaded with its snapshot); None when
+    there is nothing to do (the task ended, waits for answers, or a newer job replaced
+    this one). One conditional update: only a ``working`` task of that run is taken."""
+    now = timezone.now()
+    changes: dict[str, Any] = {"heartbeat_at": now, "worker_name": worker_name[:255]}
+    # The status stays ``working``: nobody needs to hear of it.
+    if run is None:  # no run number: the first start keeps its time
+        runnable = Task.objects.filter(pk=task_id, status=TaskStatus.WORKING)
+        changes.update(status_message="Working", started_at=Coalesce("started_at", Value(now)))
+        if not runnable.update(**changes, updated_at=now):
             return None
-        if task.is_terminal or (run is not None and run != task.runs):
-            return None
-        if task.input_requests.filter(status=InputRequestStatus.PENDING).exists():
-            return None  # still waiting for answers: a later job resumes it
-        now = timezone.now()
-        _touch(
-            task,
-            status=TaskStatus.WORKING,
-            status_message="Working" if task.runs == 0 else "Resumed",
-            started_at=task.started_at or now,
-            heartbeat_at=now,
-            worker_name=worker_name[:255],
-        )
-        _publish_on_commit(task)
-    return task
+        return rows.task_with_snapshot(task_id)
+    if run == 0:
+        changes.update(status_message="Working", started_at=now)
+    else:
+        changes["status_message"] = "Resumed"
+    changes["updated_at"] = now
+    return rows.claim_task(task_id, {"status": TaskStatus.WORKING, "runs": run}, changes)
 
 
-def heartbeat(task_id: str) -> str | None:
-    """Mark the task alive; returns its status (None when it is gone)."""
-    Task.objects.filter(pk=task_id).exclude(status__in=TERMINAL_STATUSES).update(
+def heartbeat(task_ids: list[str]) -> dict[str, str]:
+    """Mark running tasks alive; returns the status of each (tasks that are gone are
+    missing)."""
+    Task.objects.filter(pk__in=task_ids).exclude(status__in=TERMINAL_STATUSES).update(
         heartbeat_at=timezone.now()
     )
-    return Task.objects.filter(pk=task_id).values_list("status", flat=True).first()
+    return dict(Task.objects.filter(pk__in=task_ids).values_list("id", "status"))
 
 
 def report_progress(
-    task_id: str, progress: float, total: float | None, message: str | None
+    task: Task | str, progress: float, total: float | None, message: str | None
 ) -> None:
-    with transaction.atomic():
-        task = _locked(task_id)
-        if task.is_terminal:
-            return
-        changes: dict[str, Any] = {
-            "progress": progress,
-            "progress_total": total,
-            "heartbeat_at": timezone.now(),
-        }
-        if message:
-            changes["status_message"] = message[:2000]
-        elif total:
-            changes["status_message"] = f"{progress:g}/{total:g}"
-        _touch(task, **changes)
-        _publish_on_commit(task)
+    """The running tool reported progress (``task``: the row as the worker loaded it, or
+    its id); the message becomes the ``statusMessage``."""
+    task_id = _id(task)
+    message = jsontext.storable(message, f"progress of task {task_id}")
+    changes: dict[str, Any] = {"progress": progress, "progress_total": total}
+    if message:
+        changes["status_message"] = message[:2000]
+    elif total:
+        changes["status_message"] = f"{progress:g}/{total:g}"
+    now = timezone.now()
+    changes.update(heartbeat_at=now, updated_at=now)
+    # Only a running tool reports progress: its task is ``working``.
+    if rows.update_task(task_id, {"status": TaskStatus.WORKING}, changes):
+        _publish(task, TaskStatus.WORKING)
 
 
 def add_log(task_id: str, level: str, logger_name: str | None, data: Any) -> None:
+    logger_name, data = jsontext.storable((logger_name, data), f"a log line of task {task_id}")
     TaskLogEntry.objects.create(
         task_id=task_id, level=level, logger_name=logger_name or "", data=data
     )
+    if get_config()["ADMIN_LIVE_PATH"] is not None:  # the task's open admin page shows it
+        transaction.on_commit(lambda: notify.publish_admin_event(task_id, "task_logged"))
 
 
 def _finish(
-    task_id: str, status: str, *, result: Any = None, error: Any = None, message: str = ""
+    task_id: str,
+    status: str,
+    *,
+    result: Any = None,
+    error: Any = None,
+    message: str = "",
+    wake: bool = True,
 ) -> bool:
+    result, error, message = jsontext.storable((result, error, message), f"end of task {task_id}")
     with transaction.atomic():
         try:
             task = _locked(task_id)
@@ -242,6 +299,7 @@ def _finish(
             return False
         if task.is_terminal:
             return False
+        _status_changed(task_id, task.status, status)
         _touch(
             task,
             status=status,
@@ -253,14 +311,31 @@ def _finish(
         task.input_requests.filter(status=InputRequestStatus.PENDING).update(
             status=InputRequestStatus.CLOSED
         )
-        _publish_on_commit(task)
+        _publish_on_commit(task, wake=wake)
     return True
 
 
-def complete(task_id: str, result: dict[str, Any]) -> bool:
-    """The tool returned (``isError`` results included). False if already terminal."""
+def complete(task: Task | str, result: dict[str, Any]) -> bool:
+    """The tool returned (``isError`` results included; ``task``: the row as the worker
+    loaded it, or its id). False if already terminal."""
+    task_id = _id(task)
+    result = jsontext.storable(result, f"end of task {task_id}")
     message = "Completed with an error" if result.get("isError") else "Completed"
-    return _finish(task_id, TaskStatus.COMPLETED, result=result, message=message)
+    now = timezone.now()
+    # The worker's own task, working and with no open question: one conditional update.
+    finished = {
+        "status": TaskStatus.COMPLETED,
+        "result": result,
+        "error": None,
+        "status_message": message,
+        "finished_at": now,
+        "updated_at": now,
+    }
+    if rows.update_task(task_id, {"status": TaskStatus.WORKING}, finished):
+        _publish(task, TaskStatus.COMPLETED)
+        _status_changed(task_id, TaskStatus.WORKING, TaskStatus.COMPLETED)
+        return True
+    return _finish(task_id, TaskStatus.COMPLETED, result=result, message=message, wake=False)
 
 
 def fail(task_id: str, error: dict[str, Any], message: str | None = None) -> bool:
@@ -277,14 +352,12 @@ def cancel(task_id: str, principal_scope: str | None) -> Task:
     """Cancel the task (``principal_scope`` None: staff in the admin). Terminal tasks are
     left as they are. Raises :class:`TaskNotFound`."""
     with transaction.atomic():
-        queryset = Task.objects.select_for_update().filter(pk=task_id)
-        if principal_scope is not None:
-            queryset = _live(queryset.filter(principal_scope=principal_scope))
-        task = queryset.first()
-        if task is None:
+        task = rows.locked_task(task_id, principal_scope)
+        if task is None or (principal_scope is not None and _expired(task)):
             raise TaskNotFound(task_id)
         if task.is_terminal:
             return task
+        _status_changed(task_id, task.status, TaskStatus.CANCELLED)
         _touch(
             task,
             status=TaskStatus.CANCELLED,
@@ -294,7 +367,7 @@ def cancel(task_id: str, principal_scope: str | None) -> Task:
         task.input_requests.filter(status=InputRequestStatus.PENDING).update(
             status=InputRequestStatus.CLOSED
         )
-        _publish_on_commit(task)
+        _publish_on_commit(task, wake=True)
         job_id, queue_name = task.job_id, task.queue
         # An async tool is cancelled cooperatively (CancelledError at its next await, through
         # the worker's channel-layer watch); only a sync tool's work-horse is killed.
@@ -423,38 +496,7 @@ def ask(
 ) -> InputRequest:
     """Record question number ``sequence`` of this run (or find it when the tool is
     replayed) and mark the task ``input_required``."""
-    with transaction.atomic():
-        task = _locked(task_id)
-        if task.is_terminal:
-            raise TaskEnded(task_id)
-        existing = task.input_requests.filter(sequence=sequence).first()
-        if existing is not None:
-            if not _same_question(existing, method, params):
-                raise ReplayMismatch(
-                    f"on resume the tool asked question {sequence} differently "
-                    f"(first: {existing.method} {question_text(existing.method, existing.params)!r}; "
-                    f"now: {method} {question_text(method, params)!r}); code before a question "
-                    "must ask the same questions in the same order when the task resumes"
-                )
-            return existing
-        now = timezone.now()
-        if key is None or task.input_requests.filter(key=key).exists():
-            # Keys are unique for the task's whole life, so a repeated key gets a suffix.
-            key = f"{key or _KEY_PREFIX.get(method, 'input')}-{sequence}-{secrets.token_hex(4)}"
-        request = InputRequest.objects.create(
-            task=task,
-            key=key[:100],
-            sequence=sequence,
-            method=method,
-            params=params,
-            expires_at=now + timedelta(seconds=get_config()["INPUT_TIMEOUT"]),
-        )
-        _touch(
-            task,
-            status=TaskStatus.INPUT_REQUIRED,
-            status_message=question_text(method, params),
-            waiting_worker=worker_name[:255],
-        )
+    (request,) = ask_all(task_id, sequence, [(method, params, key)], worker_name)
     return request
 
 
@@ -465,12 +507,71 @@ def ask_all(
     worker_name: str,
 ) -> list[InputRequest]:
     """Record one round of questions (``(method, params, key)`` each, numbered from
-    ``first_sequence``) in one transaction: a poll sees all of them or none."""
+    ``first_sequence``) in one transaction: a poll sees all of them or none. A question
+    already recorded under its number (the tool is replayed after a resume) is returned
+    as it is, answer included; one that differs raises :class:`ReplayMismatch`."""
+    questions = [
+        (method, *jsontext.storable((params, key), f"a question of task {task_id}"))
+        for method, params, key in questions
+    ]
     with transaction.atomic():
-        return [
-            ask(task_id, first_sequence + offset, method, params, worker_name, key)
-            for offset, (method, params, key) in enumerate(questions)
-        ]
+        task = _locked(task_id)
+        if task.is_terminal:
+            raise TaskEnded(task_id)
+        recorded = list(task.input_requests.all())
+        by_sequence = {request.sequence: request for request in recorded}
+        used_keys = {request.key for request in recorded}
+        expires_at = timezone.now() + timedelta(seconds=get_config()["INPUT_TIMEOUT"])
+        round_: list[InputRequest] = []
+        new: list[InputRequest] = []
+        for sequence, (method, params, key) in enumerate(questions, start=first_sequence):
+            existing = by_sequence.get(sequence)
+            if existing is not None:
+                _check_replay(existing, sequence, method, params)
+                round_.append(existing)
+                continue
+            if key is None or key in used_keys:
+                # Keys are unique for the task's whole life, so a repeated key gets a suffix.
+                key = f"{key or _KEY_PREFIX.get(method, 'input')}-{sequence}-{secrets.token_hex(4)}"
+            used_keys.add(key[:100])
+            request = InputRequest(
+                task=task,
+                key=key[:100],
+                sequence=sequence,
+                method=method,
+                params=params,
+                expires_at=expires_at,
+            )
+            round_.append(request)
+            new.append(request)
+        if new:
+            InputRequest.objects.bulk_create(new)
+            _status_changed(task_id, task.status, TaskStatus.INPUT_REQUIRED)
+            if signals.listened(signals.question_asked):
+                for request in new:
+                    signals.send_on_commit(
+                        signals.question_asked, task_id=task_id, question=request
+                    )
+            last = new[-1]
+            _touch(
+                task,
+                status=TaskStatus.INPUT_REQUIRED,
+                status_message=question_text(last.method, last.params),
+                waiting_worker=worker_name[:255],
+            )
+    return round_
+
+
+def _check_replay(
+    existing: InputRequest, sequence: int, method: str, params: dict[str, Any]
+) -> None:
+    if not _same_question(existing, method, params):
+        raise ReplayMismatch(
+            f"on resume the tool asked question {sequence} differently "
+            f"(first: {existing.method} {question_text(existing.method, existing.params)!r}; "
+            f"now: {method} {question_text(method, params)!r}); code before a question "
+            "must ask the same questions in the same order when the task resumes"
+        )
 
 
 def withdraw(task_id: str, key: str) -> None:
@@ -484,16 +585,48 @@ def withdraw(task_id: str, key: str) -> None:
             not task.is_terminal
             and not task.input_requests.filter(status=InputRequestStatus.PENDING).exists()
         ):
+            _status_changed(task_id, task.status, TaskStatus.WORKING)
             _touch(task, status=TaskStatus.WORKING, status_message="Working", waiting_worker="")
             _publish_on_commit(task)
 
 
-def answer_of(task_id: str, key: str) -> Any:
-    """The stored answer to a question (None while it waits)."""
-    row = InputRequest.objects.filter(task_id=task_id, key=key).values("status", "response").first()
-    if row is None or row["status"] == InputRequestStatus.PENDING:
+def answer_in(request: InputRequest) -> Any:
+    """A question's stored answer: None while it waits, :data:`EXPIRED` when it timed out
+    or was closed unanswered."""
+    if request.status == InputRequestStatus.PENDING:
         return None
-    return row["response"] if row["response"] is not None else EXPIRED
+    return request.response if request.response is not None else EXPIRED
+
+
+def answers_of(task_id: str, keys: list[str | None]) -> list[Any]:
+    """The stored answers to the questions ``keys`` (one query; None for a key that is
+    None, unknown or still waiting)."""
+    found = {
+        request.key: answer_in(request)
+        for request in InputRequest.objects.filter(
+            task_id=task_id, key__in=[k for k in keys if k]
+        ).only("key", "status", "response")
+    }
+    return [found.get(key) if key else None for key in keys]
+
+
+def claim_questions_to_mail(window: float, limit: int) -> list[InputRequest]:
+    """The waiting questions nobody was mailed about yet (at most ``limit``, oldest first),
+    marked as mailed so that no other process mails them; none while a mail went out within
+    the last ``window`` seconds (the digest waits for the window to pass)."""
+    now = timezone.now()
+    if InputRequest.objects.filter(notified_at__gt=now - timedelta(seconds=window)).exists():
+        return []
+    waiting = InputRequest.objects.filter(status=InputRequestStatus.PENDING, notified_at=None)
+    ids = list(waiting.order_by("created_at", "id").values_list("pk", flat=True)[:limit])
+    if not ids:
+        return []
+    waiting.filter(pk__in=ids).update(notified_at=now)
+    return list(
+        InputRequest.objects.filter(pk__in=ids, notified_at=now)
+        .select_related("task__snapshot")
+        .order_by("created_at", "id")
+    )
 
 
 def release(task_id: str) -> bool:
@@ -523,9 +656,20 @@ def release_relay(task_id: str, key: str) -> None:
     )
 
 
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Any:
+    """A checked JSON Schema validator for a question's ``requestedSchema`` (built once)."""
+    import jsonschema  # type: ignore[import-untyped]
+
+    schema = json.loads(schema_json)
+    validator_class = jsonschema.validators.validator_for(schema)
+    validator_class.check_schema(schema)
+    return validator_class(schema, format_checker=jsonschema.FormatChecker())
+
+
 def validate_answer(request: InputRequest, response: Any) -> dict[str, Any]:
     """Check an answer against its question; raises :class:`InvalidAnswer`."""
-    import jsonschema  # type: ignore[import-untyped]
+    import jsonschema
 
     if not isinstance(response, dict):
         raise InvalidAnswer("an answer must be a JSON object")
@@ -537,11 +681,12 @@ def validate_answer(request: InputRequest, response: Any) -> dict[str, Any]:
             return {"action": action}
         content = response.get("content") or {}
         schema = request.params.get("requestedSchema") or {"type": "object"}
-        try:
-            jsonschema.validate(content, schema, format_checker=jsonschema.FormatChecker())
-        except jsonschema.ValidationError as exc:
-            where = ".".join(str(p) for p in exc.absolute_path)
-            raise InvalidAnswer(f"{where + ': ' if where else ''}{exc.message}") from None
+        error = jsonschema.exceptions.best_match(
+            _validator(_canonical(schema)).iter_errors(content)
+        )
+        if error is not None:
+            where = ".".join(str(p) for p in error.absolute_path)
+            raise InvalidAnswer(f"{where + ': ' if where else ''}{error.message}")
         return {"action": "accept", "content": content}
     if request.method == "sampling/createMessage":
         import mcp_types as types
@@ -556,14 +701,25 @@ def validate_answer(request: InputRequest, response: Any) -> dict[str, Any]:
     return response
 
 
-def _after_answer(task: Task) -> None:
-    if task.input_requests.filter(status=InputRequestStatus.PENDING).exists():
+def _after_answer(
+    task: Task, *, others_pending: bool | None = None, answered: InputRequest | None = None
+) -> None:
+    """The task's questions changed (``others_pending``: whether questions still wait, when
+    the caller knows it; ``answered``: the question just answered, if that was the change)."""
+    if others_pending is None:
+        others_pending = task.input_requests.filter(status=InputRequestStatus.PENDING).exists()
+    if others_pending:
         _touch(task)
         _publish_on_commit(task)
         return
+    _status_changed(task.id, task.status, TaskStatus.WORKING)
     if task.waiting_worker:
+        # A worker holds the task in its hold window: wake it, it goes on.
         _touch(task, status=TaskStatus.WORKING, status_message="Answered")
-        _publish_on_commit(task)
+        answers = None
+        if answered is not None and answered.response is not None:
+            answers = {answered.key: answered.response}
+        _publish_on_commit(task, wake=True, answers=answers)
         return
     _touch(
         task,
@@ -584,21 +740,28 @@ def answer(
     principal_scope: str | None,
     answered_by: str,
     user: Any = None,
+    not_found_raises: bool = False,
 ) -> bool:
     """The one answer path (clients, legacy replies, the admin).
 
     ``principal_scope`` None means staff acting in the admin. Returns False when the task
     is not the principal's, has ended, or the question is not waiting (first answer
-    wins). Raises :class:`InvalidAnswer` when the answer does not fit the question.
+    wins); with ``not_found_raises``, a task that is unknown, expired or someone else's
+    raises :class:`TaskNotFound` instead. Raises :class:`InvalidAnswer` when the answer
+    does not fit the question.
     """
     with transaction.atomic():
-        queryset = Task.objects.select_for_update().filter(pk=task_id)
-        if principal_scope is not None:
-            queryset = queryset.filter(principal_scope=principal_scope)
-        task = queryset.first()
+        task = rows.locked_task(task_id, principal_scope)
+        if not_found_raises and (task is None or _expired(task)):
+            raise TaskNotFound(task_id)
         if task is None or task.is_terminal:
             return False
-        request = task.input_requests.select_for_update().filter(key=key).first()
+        # The task's row lock serialises every change of its questions: one read finds the
+        # question and whether others still wait.
+        waiting = list(
+            task.input_requests.filter(Q(key=key) | Q(status=InputRequestStatus.PENDING))
+        )
+        request = next((r for r in waiting if r.key == key), None)
         if request is None or request.status != InputRequestStatus.PENDING:
             return False
         request.response = validate_answer(request, response)
@@ -606,8 +769,17 @@ def answer(
         request.answered_by = answered_by[:255]
         request.answered_by_user = user if getattr(user, "pk", None) else None
         request.answered_at = timezone.now()
-        request.save()
-        _after_answer(task)
+        request.save(
+            update_fields=["response", "status", "answered_by", "answered_by_user", "answered_at"]
+        )
+        signals.send_on_commit(
+            signals.question_answered,
+            task_id=task_id,
+            question=request,
+            answered_by=request.answered_by,
+            user=request.answered_by_user,
+        )
+        _after_answer(task, others_pending=len(waiting) > 1, answered=request)
     return True
 
 

@@ -1,36 +1,75 @@
 """rq worker classes for task jobs.
 
-``TaskWorker`` (set ``RQ = {"WORKER_CLASS": "mcp_tasks.tasks.worker.TaskWorker"}``) is rq's
-forking worker plus: a task whose work-horse dies (SIGKILL, OOM) fails at once with a
-clear message, and every ``MAINTENANCE_INTERVAL`` seconds it runs the task housekeeping
-(stalled tasks, timed-out questions, expired rows).
+- :class:`TaskWorker` (the default: ``RQ = {"WORKER_CLASS": "mcp_tasks.tasks.worker.TaskWorker"}``)
+  runs up to ``TASK_CONCURRENCY`` task jobs at once in one long-lived process: async tools
+  interleave on one event loop, sync tools run on a thread pool, and a task waiting for an
+  answer holds no slot. It still dequeues from rq's queue and keeps rq's registries (the
+  started registry shows every running job; django-rq's dashboard shows them).
+- :class:`ForkingTaskWorker` is rq's forking worker (one job at a time, each in a new
+  process): for tools that must be stoppable by a hard kill. A task whose work-horse dies
+  fails at once with a clear message.
+- :class:`EmbeddedTaskWorker`: a :class:`TaskWorker` that runs in a thread of the ASGI
+  process (embedded development mode).
+
+All of them run the task housekeeping every ``TASK_MAINTENANCE_INTERVAL`` seconds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-import signal
+import sys
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 from django.db import close_old_connections
-from rq.worker import SimpleWorker, Worker
+from rq.command import parse_payload
+from rq.exceptions import StopRequested
+from rq.executions import Execution
+from rq.utils import now
+from rq.worker import BaseWorker, Worker, WorkerStatus
 
 from ..conf import get_config
+from ..db import db
+from ..protocol.constants import INTERNAL_ERROR
+from ..server import mcp
 from . import service
+from .job import execute
+from .queue import JOB_FUNCTION
+from .runtime import JobSlot, Runtime, Slots, runtime_for_loop
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
+ExcInfo = tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
 
-def task_id_of(job: Any) -> str | None:
-    if getattr(job, "func_name", "") == "mcp_tasks.tasks.job.run_task" and job.args:
-        return str(job.args[0])
-    return None
+
+@dataclass
+class _Running:
+    """A job this worker runs, and the future of its run on the event loop (set just after
+    it is scheduled: the run may even end before that)."""
+
+    job: Any
+    future: Future[None] | None = None
+
+
+def task_job_args(job: Any) -> tuple[str | None, int | None]:
+    """``(task_id, run)`` of a task job; ``(None, None)`` for any other rq job."""
+    if getattr(job, "func_name", "") == JOB_FUNCTION and job.args:
+        run = job.args[1] if len(job.args) > 1 else None
+        return str(job.args[0]), run
+    return None, None
 
 
 def maintain() -> dict[str, int]:
     """Housekeeping: fail tasks whose worker died, re-queue lost jobs, time out questions,
-    delete expired tasks and idle sessions. Safe to run from several processes."""
+    delete expired tasks and idle sessions, mail the questions' digest. Safe to run from
+    several processes."""
+    from ..notifications import send_due
     from ..sessions import purge_idle_sessions
     from ..streams import purge_old_events
 
@@ -41,24 +80,312 @@ def maintain() -> dict[str, int]:
         "expired_tasks_deleted": service.purge_expired(),
         "idle_sessions_deleted": purge_idle_sessions(),
         "stream_events_deleted": purge_old_events(),
+        "questions_mailed": send_due(),
     }
 
 
-class TaskWorker(Worker):
-    """rq's forking ``Worker`` that also keeps task rows truthful."""
+class _Maintaining:
+    """Task housekeeping on rq's maintenance schedule, and an idle worker that wakes up
+    for it (rq alone would block on the queue for minutes)."""
+
+    maintenance_interval: int
+
+    @property
+    def dequeue_timeout(self) -> int:
+        return max(1, min(int(super().dequeue_timeout), int(self.maintenance_interval)))  # type: ignore[misc]
+
+    def run_maintenance_tasks(self) -> None:
+        super().run_maintenance_tasks()  # type: ignore[misc]
+        try:
+            counts = maintain()
+            if any(counts.values()):
+                logger.info("task maintenance: %s", counts)
+        except Exception:
+            logger.exception("task maintenance failed")
+
+
+class TaskWorker(_Maintaining, BaseWorker):
+    """Runs many task jobs at once in one process (see the module docstring).
+
+    Shutdown: the first SIGTERM/SIGINT stops dequeuing and waits for the running jobs
+    (warm); a second one cancels them and fails their tasks (cold).
+    """
+
+    #: Seconds between rq heartbeats that are not part of a job's bookkeeping.
+    HEARTBEAT_EVERY = 5.0
+
+    def __init__(self, *args: Any, concurrency: int | None = None, **kwargs: Any) -> None:
+        config = get_config()
+        kwargs.setdefault("maintenance_interval", config["TASK_MAINTENANCE_INTERVAL"])
+        super().__init__(*args, **kwargs)
+        self.slots = Slots(concurrency or config["TASK_CONCURRENCY"])
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.runtime: Runtime | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._running: dict[str, _Running] = {}  # by job id
+        self._bookkeeper = ThreadPoolExecutor(1, thread_name_prefix="mcp_tasks-rq")
+        self._interruptible = False
+        self._last_rq_heartbeat = 0.0
+        self._suspension_checked_at = 0.0
+        self._executions_beaten_at = time.monotonic()
+
+    # -- the event loop ---------------------------------------------------------------------
+
+    def bootstrap(self, *args: Any, **kwargs: Any) -> None:
+        super().bootstrap(*args, **kwargs)
+        self._start_loop()
+
+    def _start_loop(self) -> None:
+        loop = asyncio.new_event_loop()
+        # Sync tools run here; a cancelled one keeps its thread until its next Context call.
+        loop.set_default_executor(
+            ThreadPoolExecutor(self.slots.size + 2, thread_name_prefix="mcp_tasks-tool")
+        )
+        self.loop = loop
+        self._loop_thread = threading.Thread(
+            target=loop.run_forever, name="mcp_tasks-task-loop", daemon=True
+        )
+        self._loop_thread.start()
+        self.runtime = self._call(self._start_runtime())
+
+    async def _start_runtime(self) -> Runtime:
+        runtime = runtime_for_loop(self.slots)
+        await runtime.start()
+        return runtime
+
+    def _call(self, coroutine: Any, timeout: float | None = None) -> Any:
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def _stop_loop(self) -> None:
+        if self.loop is None or self.runtime is None:
+            return
+        try:
+            self._call(self.runtime.stop(), timeout=5)
+        except Exception:
+            logger.debug("the task runtime did not stop cleanly", exc_info=True)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        if self._loop_thread is not None:
+            self._loop_thread.join(timeout=5)
+        self._bookkeeper.shutdown(wait=True)
+
+    # -- taking jobs ------------------------------------------------------------------------
+
+    @property
+    def running_jobs(self) -> int:
+        return len(self._running)
+
+    def dequeue_job_and_maintain_ttl(
+        self, timeout: int | None, max_idle_time: int | None = None
+    ) -> Any:
+        # Take a job only when a slot is free; keep rq's heartbeats going meanwhile.
+        self._interruptible = True
+        try:
+            while not self.slots.wait_available(timeout=1.0):
+                self._beat_executions()
+                self.heartbeat()
+            self._beat_executions()
+            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        finally:
+            self._interruptible = False
+
+    def execute_job(self, job: Any, queue: Any) -> None:
+        """Start the job on the event loop and return at once (the next dequeue follows)."""
+        execution = self._start(job, queue)
+        self.slots.take_now()
+        # Registered before it is scheduled: a short job can end (and be forgotten by
+        # _finalize) before run_coroutine_threadsafe returns to this thread.
+        running = self._running[job.id] = _Running(job)
+        running.future = asyncio.run_coroutine_threadsafe(
+            self._perform(job, queue, execution),
+            self.loop,  # type: ignore[arg-type]
+        )
+
+    def _start(self, job: Any, queue: Any) -> Execution:
+        """rq's ``prepare_execution`` and ``prepare_job_execution`` in one round trip: the
+        execution is registered (started registry, the worker's index), the job marked
+        started and taken off the intermediate queue."""
+        with self.connection.pipeline() as pipeline:
+            execution = Execution.create(
+                job, self.get_heartbeat_ttl(job), pipeline=pipeline, worker_name=self.name
+            )
+            job.prepare_for_execution(self.name, pipeline)
+            pipeline.persist(job.key)
+            if len(self.queues) == 1:
+                pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
+            self.set_state(WorkerStatus.BUSY, pipeline=pipeline)
+            pipeline.execute()
+        self.executions[execution.id] = execution
+        return execution
+
+    async def _perform(self, job: Any, queue: Any, execution: Execution) -> None:
+        """Run one job to its end on the loop, then do rq's bookkeeping off the loop."""
+        slot = JobSlot(self.slots)
+        task_id, run = task_job_args(job)
+        exc_info: ExcInfo | None = None
+        try:
+            if task_id is None:  # some other job on a task queue: run it like rq would
+                await asyncio.get_running_loop().run_in_executor(None, job.perform)
+            else:
+                assert self.runtime is not None
+                timeout = job.timeout if job.timeout and job.timeout > 0 else None
+                await execute(task_id, mcp, run, self.runtime, slot=slot, timeout=timeout)
+        except asyncio.CancelledError:  # a cold shutdown
+            exc_info = sys.exc_info()
+            if task_id is not None:
+                message = "The worker running this task was stopped (cold shutdown)"
+                await db(service.fail)(task_id, {"code": INTERNAL_ERROR, "message": message})
+        except BaseException:
+            exc_info = sys.exc_info()
+        finally:
+            slot.release()
+        await asyncio.get_running_loop().run_in_executor(
+            self._bookkeeper, self._finalize, job, queue, execution, exc_info
+        )
+
+    def _finalize(
+        self, job: Any, queue: Any, execution: Execution, exc_info: ExcInfo | None
+    ) -> None:
+        try:
+            job.ended_at = now()
+            if exc_info is not None:
+                self._finalize_failure(job, queue, execution, exc_info)
+            elif job.result_ttl == 0 and task_job_args(job)[0] is not None:
+                self._forget(job, execution)
+            else:
+                self._finalize_success(job, queue, execution, None)
+        except Exception:
+            logger.exception("rq bookkeeping of job %s failed", job.id)
+        finally:
+            self._running.pop(job.id, None)
+
+    def _forget(self, job: Any, execution: Execution) -> None:
+        """A task job that succeeded keeps nothing in rq (``result_ttl=0``; the task row
+        holds the result): drop it and its execution, count it, in one round trip."""
+        with self.connection.pipeline() as pipeline:
+            execution.delete(job, pipeline)
+            pipeline.delete(
+                job.key, job.dependents_key, job.dependencies_key, job.execution_registry.key
+            )
+            self.increment_successful_job_count(pipeline)
+            if job.started_at is not None:
+                self.increment_total_working_time(job.ended_at - job.started_at, pipeline)
+            pipeline.execute()
+        self.executions.pop(execution.id, None)
+
+    # -- rq state, heartbeats and commands --------------------------------------------------
+
+    def set_state(self, state: str, pipeline: Any = None) -> None:
+        if state == WorkerStatus.IDLE and self._running:
+            state = WorkerStatus.BUSY  # rq marks a dequeuing worker idle; ours may be busy too
+        if pipeline is None and state == self._state:
+            return
+        super().set_state(state, pipeline)
+
+    def check_for_suspension(self, burst: bool) -> None:
+        # rq asks Redis before every job; a suspension (``rq suspend``) is seen within a second.
+        if time.monotonic() - self._suspension_checked_at < 1:
+            return
+        self._suspension_checked_at = time.monotonic()
+        super().check_for_suspension(burst)
+
+    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        # rq beats several times per job; once every few seconds is plenty for the worker key.
+        if timeout is None and pipeline is None:
+            if time.monotonic() - self._last_rq_heartbeat < self.HEARTBEAT_EVERY:
+                return
+            self._last_rq_heartbeat = time.monotonic()
+        super().heartbeat(timeout, pipeline)
+
+    def _beat_executions(self) -> None:
+        """Keep the running jobs' entries in rq's started registry alive."""
+        if time.monotonic() - self._executions_beaten_at < self.job_monitoring_interval / 2:
+            return
+        self._executions_beaten_at = time.monotonic()
+        for running in list(self._running.values()):
+            job = running.job
+            execution = next(
+                (e for e in list(self.executions.values()) if e.job_id == job.id), None
+            )
+            if execution is None:
+                continue
+            try:
+                self.maintain_heartbeats(job, execution)
+            except Exception:
+                logger.warning("rq heartbeat of job %s failed", job.id, exc_info=True)
+
+    def handle_payload(self, message: Any) -> None:
+        """rq's worker commands; ``stop-job``/``stop-execution`` (django-rq's dashboard, or a
+        task cancel) cancel that task."""
+        payload = parse_payload(message)
+        if payload.get("command") in ("stop-job", "stop-execution"):
+            entry = self._running.get(str(payload.get("job_id")))
+            task_id = task_job_args(entry.job)[0] if entry else None
+            if task_id is not None and self.loop is not None:
+                asyncio.run_coroutine_threadsafe(self._stop_task(task_id), self.loop)
+            return
+        super().handle_payload(message)  # type: ignore[no-untyped-call]
+
+    async def _stop_task(self, task_id: str) -> None:
+        await db(service.cancel)(task_id, None)  # no-op when it is already cancelled
+        if self.runtime is not None:
+            self.runtime.deliver(task_id, "cancelled")
+
+    # -- shutdown -----------------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        """Warm shutdown: stop taking jobs; :meth:`teardown` waits for the running ones."""
+        self._stop_requested = True
+        self.set_shutdown_requested_date()  # type: ignore[no-untyped-call]
+        if self._interruptible:
+            raise StopRequested()
+
+    def request_force_stop(self, signum: int, frame: Any) -> None:
+        """Cold shutdown: cancel the running jobs (their tasks fail with a clear message)."""
+        if (now() - self._shutdown_requested_date).total_seconds() < 1:  # type: ignore[operator]
+            return  # the same stop, delivered twice (worker pools do that)
+        logger.warning("cold shutdown: cancelling %d running task jobs", self.running_jobs)
+        self._cancel_running()
+        raise SystemExit()
+
+    def _cancel_running(self, wait: float = 10.0) -> None:
+        for running in list(self._running.values()):
+            if running.future is not None:
+                running.future.cancel()
+        deadline = time.monotonic() + wait
+        while self._running and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def teardown(self) -> None:
+        while self._running:  # warm shutdown: the running jobs finish first
+            self._beat_executions()
+            self.heartbeat()
+            time.sleep(0.1)
+        super().teardown()  # type: ignore[no-untyped-call]
+        self._stop_loop()
+
+
+class EmbeddedTaskWorker(TaskWorker):
+    """A :class:`TaskWorker` inside the ASGI process (embedded mode): no signal handlers."""
+
+    def _install_signal_handlers(self) -> None:
+        return None
+
+    def request_stop(self, signum: Any = None, frame: Any = None) -> None:
+        self._stop_requested = True
+
+
+class ForkingTaskWorker(_Maintaining, Worker):
+    """rq's forking ``Worker``, one job per work-horse process, for tools that must be
+    stoppable by a hard kill (``tasks/cancel`` of a sync tool kills its work-horse)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("maintenance_interval", get_config()["TASK_MAINTENANCE_INTERVAL"])
         super().__init__(*args, **kwargs)
 
-    @property
-    def dequeue_timeout(self) -> int:
-        # An idle worker wakes up for maintenance at least this often (rq would wait minutes).
-        return max(1, min(int(super().dequeue_timeout), int(self.maintenance_interval)))
-
     def handle_work_horse_killed(self, job: Any, retpid: int, ret_val: int, rusage: Any) -> None:
         super().handle_work_horse_killed(job, retpid, ret_val, rusage)  # type: ignore[no-untyped-call]
-        task_id = task_id_of(job)
+        task_id = task_job_args(job)[0]
         if task_id is None:
             return
         how = (
@@ -69,38 +396,9 @@ class TaskWorker(Worker):
         close_old_connections()
         service.fail(
             task_id,
-            {"code": -32603, "message": "The worker process running this task died"},
+            {"code": INTERNAL_ERROR, "message": "The worker process running this task died"},
             f"The worker process running this task died ({how})",
         )
 
-    def run_maintenance_tasks(self) -> None:
-        super().run_maintenance_tasks()  # type: ignore[no-untyped-call]
-        try:
-            counts = maintain()
-            if any(counts.values()):
-                logger.info("task maintenance: %s", counts)
-        except Exception:
-            logger.exception("task maintenance failed")
 
-
-class ThreadWorker(SimpleWorker):
-    """A ``SimpleWorker`` that can run in a thread (embedded development mode): no signal
-    handlers, and timeouts by timer instead of SIGALRM."""
-
-    from rq.timeouts import TimerDeathPenalty as death_penalty_class  # noqa: N813
-
-    def _install_signal_handlers(self) -> None:
-        return None
-
-    def request_stop(self, signum: Any = None, frame: Any = None) -> None:
-        self._stop_requested = True
-
-    def run_maintenance_tasks(self) -> None:
-        super().run_maintenance_tasks()  # type: ignore[no-untyped-call]
-        try:
-            maintain()
-        except Exception:
-            logger.exception("task maintenance failed")
-
-
-__all__ = ["TaskWorker", "ThreadWorker", "maintain", "signal"]
+__all__ = ["EmbeddedTaskWorker", "ForkingTaskWorker", "TaskWorker", "maintain", "task_job_args"]

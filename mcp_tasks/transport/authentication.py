@@ -11,25 +11,48 @@ from ..auth import ANONYMOUS, AccessToken, Principal, principal_for
 from ..conf import get_config
 from ..db import db
 from .http import HttpError, first
+from .resource_metadata import metadata_url, resource_url
 
 
-def _challenge(
-    error: str | None = None, description: str | None = None
+def challenge(
+    scope: dict[str, Any],
+    headers: dict[str, str | list[str]],
+    error: str | None = None,
+    description: str | None = None,
+    scopes: list[str] | None = None,
 ) -> list[tuple[bytes, bytes]]:
+    """A ``WWW-Authenticate: Bearer`` header (RFC 6750, RFC 9728 ``resource_metadata``)."""
     parts = []
     if error:
         parts.append(f'error="{error}"')
     if description:
         parts.append(f'error_description="{description}"')
-    metadata = get_config()["RESOURCE_METADATA_URL"]
+    if scopes:
+        parts.append(f'scope="{" ".join(scopes)}"')
+    metadata = metadata_url(scope, headers)
     if metadata:
         parts.append(f'resource_metadata="{metadata}"')
     value = "Bearer" + (" " + ", ".join(parts) if parts else "")
     return [(b"www-authenticate", value.encode("latin-1"))]
 
 
-def unauthorized(error: str | None, description: str) -> HttpError:
-    return HttpError(401, description, _challenge(error, description))
+def unauthorized(
+    scope: dict[str, Any],
+    headers: dict[str, str | list[str]],
+    error: str | None,
+    description: str,
+) -> HttpError:
+    return HttpError(401, description, challenge(scope, headers, error, description))
+
+
+def insufficient_scope(
+    scope: dict[str, Any], headers: dict[str, str | list[str]], scopes: list[str]
+) -> HttpError:
+    """HTTP 403 asking the client for a token with more scopes (step-up authorization)."""
+    description = "The access token lacks a required scope"
+    return HttpError(
+        403, description, challenge(scope, headers, "insufficient_scope", description, scopes)
+    )
 
 
 async def _verify(token: str) -> AccessToken | None:
@@ -48,12 +71,21 @@ async def _verify(token: str) -> AccessToken | None:
     )
 
 
-def _scope_user_sync(scope: dict[str, Any]) -> Any:
+def _session_user(scope: dict[str, Any]) -> Any:
+    """The Django session user that Channels' ``AuthMiddleware`` resolved (requests with a
+    session cookie only, see :func:`mcp_tasks.asgi.mcp_application`), or None."""
     user = scope.get("user")
     if user is None:
         return None
-    # Channels' AuthMiddleware stores a lazy object; resolve it in a thread.
     return user if getattr(user, "is_authenticated", False) else None
+
+
+def _for_us(
+    audience: tuple[str, ...], scope: dict[str, Any], headers: dict[str, str | list[str]]
+) -> bool:
+    """Whether the token's audience names this server (a trailing slash does not count)."""
+    ours = resource_url(scope, headers).rstrip("/")
+    return any(item.rstrip("/") == ours for item in audience)
 
 
 async def authenticate(scope: dict[str, Any], headers: dict[str, str | list[str]]) -> Principal:
@@ -62,14 +94,23 @@ async def authenticate(scope: dict[str, Any], headers: dict[str, str | list[str]
     if authorization:
         kind, _, token = authorization.partition(" ")
         if kind.lower() != "bearer" or not token.strip():
-            raise unauthorized("invalid_request", "Authorization must be 'Bearer <token>'")
+            raise unauthorized(
+                scope, headers, "invalid_request", "Authorization must be 'Bearer <token>'"
+            )
         access_token = await _verify(token.strip())
         if access_token is None or access_token.is_expired():
-            raise unauthorized("invalid_token", "The access token is invalid or expired")
+            raise unauthorized(
+                scope, headers, "invalid_token", "The access token is invalid or expired"
+            )
+        if access_token.audience and not _for_us(access_token.audience, scope, headers):
+            # RFC 8707: a token issued for another resource server is not ours to accept.
+            raise unauthorized(
+                scope, headers, "invalid_token", "The access token was issued for another resource"
+            )
         return principal_for(access_token)
-    user = await db(_scope_user_sync)(scope)
+    user = _session_user(scope)
     if user is not None:
         return principal_for(None, user)
     if not get_config()["ALLOW_ANONYMOUS"]:
-        raise unauthorized(None, "Authentication required")
+        raise unauthorized(scope, headers, None, "Authentication required")
     return ANONYMOUS

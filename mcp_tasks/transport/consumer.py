@@ -2,8 +2,8 @@
 
 One consumer instance serves one HTTP request. Once it has joined a group, it also receives
 channel-layer messages, so that any process can reach it: the client's reply to a server
-request (``mcp.reply``), a legacy cancel (``mcp.cancel``) and notifications to forward
-(``mcp.notify``).
+request (``mcp.reply``) and notifications to forward (``mcp.notify``). A legacy call joins
+no group: its process's bus (:mod:`.process_bus`) hears its cancel.
 """
 
 from __future__ import annotations
@@ -11,21 +11,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
 import secrets
 from typing import Any
 
-from channels.consumer import AsyncConsumer
+from channels.consumer import AsyncConsumer, get_handler_name
 from channels.layers import get_channel_layer
 
-from .. import groups, streams
+from .. import groups, jsontext, streams
 from ..auth import Principal
 from ..conf import get_config
 from ..exceptions import ProtocolError, ToolError
+from ..layers import keep_reading
 from ..lifespan import lifespan_context
 from ..models import LegacySession
 from ..protocol import RequestInfo, handle_request, kind_of, modern_request_info, parse_body
 from ..protocol.constants import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
     INVALID_REQUEST,
     LEGACY_TASKS_VERSION,
     LEGACY_VERSIONS,
@@ -33,11 +37,14 @@ from ..protocol.constants import (
     http_status_for,
     is_modern,
 )
+from ..protocol.dispatch import error_response
+from ..protocol.handlers import scope_challenge
 from ..protocol.legacy_tasks import legacy_task_status, relay_questions
 from ..protocol.tasks import owned_task_ids, require_tasks_capability, watched_task
 from ..server import MCPServer, mcp
-from ..sessions import StoredSession, create_session, end_session, load_session
-from .authentication import authenticate
+from ..sessions import StoredSession, create_session
+from .admission import admission
+from .authentication import authenticate, insufficient_scope
 from .http import (
     HttpError,
     accepts,
@@ -45,11 +52,15 @@ from .http import (
     check_host,
     check_origin,
     cors_headers,
+    declares_more_than,
     first,
     header_map,
     preflight_headers,
 )
+from .process_bus import process_bus
+from .session_cache import cached_session, end_cached_session
 from .stream import ResponseStream
+from .task_watcher import TaskWait, task_watcher
 
 logger = logging.getLogger("mcp_tasks.transport")
 
@@ -67,6 +78,16 @@ LIST_CHANGED_FILTERS = {
 GET_STREAM_RELAY_GRACE = 1.0
 
 
+#: Stream ids (2025-11-25 resumable streams): a random prefix per process, then a counter.
+#: A resume also names the session, so the id needs to be unique, not secret; this spares
+#: each legacy call a read of the system's random source.
+_STREAM_PREFIX = secrets.token_hex(8)
+_stream_numbers = itertools.count(1)
+
+#: Not caught by the catch-all: cancellation, Ctrl-C and a closing coroutine go on up.
+_PASS_THROUGH = (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit)
+
+
 def _consume_exception(task: asyncio.Future[Any]) -> None:
     """A cancelled channel-layer read can still end with the layer's timeout: ignore it."""
     if not task.cancelled():
@@ -82,6 +103,7 @@ class McpConsumer(AsyncConsumer):
         if server is not None:
             self.server = server
         self.body = bytearray()
+        self.request_id: Any = None  # the JSON-RPC id, once the body is known to be a request
         self.work: asyncio.Task[None] | None = None
         self.finished = asyncio.Event()
         self.cancel_on_disconnect = False
@@ -93,11 +115,13 @@ class McpConsumer(AsyncConsumer):
         self.resuming: str | None = None  # the stream a GET with Last-Event-ID resumes
         self.resumed_up_to = 0
         self.resume_lock = asyncio.Lock()
-        self.task_changed = asyncio.Event()
+        self.task_wait: TaskWait | None = None  # the task this request waits on
         self.relayed: dict[str, asyncio.Task[None]] = {}  # task questions sent on this stream
         self.session_stream: StoredSession | None = None  # set on a legacy GET stream
         self.layer_pump: asyncio.Future[None] | None = None  # reads the layer once joined
         self.join_lock = asyncio.Lock()
+        self.call_key: str | None = None  # a legacy call's key in its process's bus
+        self.admitted = False  # counted in the process's requests in progress
 
     # -- ASGI plumbing --------------------------------------------------------------------
 
@@ -124,6 +148,8 @@ class McpConsumer(AsyncConsumer):
                 self.work.cancel()
             for relay in self.relayed.values():
                 relay.cancel()
+            self._unregister_call()
+            await self._unwatch_task()
             await self._leave_groups()
 
     async def _pump(self, source: Any) -> None:
@@ -142,17 +168,31 @@ class McpConsumer(AsyncConsumer):
                 # configure socket_timeout above it, see system check mcp_tasks.W003.)
                 await asyncio.sleep(0.5)
                 continue
-            await self.dispatch(message)
+            try:
+                await self.dispatch(message)
+            except _PASS_THROUGH:
+                raise
+            except BaseException:  # noqa: BLE001 - the catch-all: see _fail
+                await self._fail()
+                return
             if message.get("type") == "http.disconnect":
                 return
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch without its ``aclose_old_connections()`` per message (a trip
+        to the ORM thread each time): every ORM call here goes through
+        :func:`mcp_tasks.db.db`, which keeps the connections tidy itself."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def http_request(self, message: dict[str, Any]) -> None:
         if self.work is not None:
             return
         self.body += message.get("body", b"")
         limit = get_config()["MAX_BODY_BYTES"]
-        declared = first(header_map(self.scope), "content-length")
-        if len(self.body) > limit or (declared and declared.isdigit() and int(declared) > limit):
+        if len(self.body) > limit or declares_more_than(header_map(self.scope), limit):
             error = HttpError(413, f"Request body too large (limit {limit} bytes)")
             await self.stream.plain(413, error.payload(), JSON)
             self.finished.set()
@@ -172,9 +212,23 @@ class McpConsumer(AsyncConsumer):
         if future is not None and not future.done() and message.get("session") == self.session_id:
             future.set_result(message["message"])
 
-    async def mcp_cancel(self, message: dict[str, Any]) -> None:
+    def _cancel_work(self) -> None:
         if self.work is not None and not self.work.done():
             self.work.cancel()
+
+    async def _register_call(self, session_id: str, request_id: Any) -> None:
+        """A legacy call hears ``notifications/cancelled`` through its process's bus."""
+        bus = process_bus()
+        if bus is None:
+            return
+        await bus.start()
+        self.call_key = groups.call_group(session_id, request_id)
+        bus.register_call(self.call_key, self._cancel_work)
+
+    def _unregister_call(self) -> None:
+        bus = process_bus() if self.call_key is not None else None
+        if bus is not None and self.call_key is not None:
+            bus.unregister_call(self.call_key, self._cancel_work)
 
     async def mcp_notify(self, message: dict[str, Any]) -> None:
         notification = message["message"]
@@ -185,7 +239,6 @@ class McpConsumer(AsyncConsumer):
         """A task changed: wake a waiting ``tasks/result`` and push the new state to a
         ``subscriptions/listen`` stream (``notifications/tasks``) or a 2025-11-25 session
         stream (``notifications/tasks/status``)."""
-        self.task_changed.set()
         if self.watch is not None:
             scope, subscription_id = self.watch
             detailed = await watched_task(message["task_id"], scope)
@@ -236,6 +289,7 @@ class McpConsumer(AsyncConsumer):
         """Keep an event of this stream, sent after its connection closed, for a resume."""
         stream_id = self.stream.resumable_id
         assert stream_id is not None and self.session is not None
+        message = jsontext.storable(message, f"an event of stream {stream_id}")
         await streams.store(stream_id, self.session.id, sequence, message)
         await self.channel_layer.group_send(
             groups.stream_group(stream_id),
@@ -252,6 +306,7 @@ class McpConsumer(AsyncConsumer):
             if group in self.joined:
                 return
             if self.layer_pump is None:
+                await keep_reading(self.channel_layer)
                 self.channel_name = await self.channel_layer.new_channel()
                 read = functools.partial(self.channel_layer.receive, self.channel_name)
                 self.layer_pump = asyncio.ensure_future(self._pump(read))
@@ -283,11 +338,35 @@ class McpConsumer(AsyncConsumer):
             await self._route(body)
         except HttpError as exc:
             await self.stream.plain(exc.status, exc.payload(), JSON + exc.headers)
-        except asyncio.CancelledError:
+        except _PASS_THROUGH:
             raise
+        except BaseException:  # noqa: BLE001 - the catch-all: see _fail
+            await self._fail()
+        finally:
+            self._release()
+            self.finished.set()
+
+    def _release(self) -> None:
+        """No longer a request in progress (it ended, or it is now a stream)."""
+        if self.admitted:
+            self.admitted = False
+            admission.leave()
+
+    async def _fail(self) -> None:
+        """The catch-all, called inside ``except`` wherever request code runs (the request
+        itself, :meth:`_serve`, and the messages it receives, :meth:`_pump`).
+
+        Whatever escaped, the request ends with an answer: a ``-32603`` error (HTTP 500
+        when nothing was sent yet, else the stream's final event; kept for a resume when
+        the stream was detached). A stream that answers no request (a legacy GET) just ends.
+        """
+        logger.exception("MCP request failed (answered -32603 Internal error)")
+        error = error_response(self.request_id, ProtocolError(INTERNAL_ERROR, "Internal error"))
+        final = None if self.request_id is None and self.stream.streaming else error
+        try:
+            await self.stream.finish(final, status=500)
         except Exception:
-            logger.exception("MCP request failed")
-            await self.stream.plain(500, HttpError(500, "Internal server error").payload(), JSON)
+            logger.exception("could not send the error response")
         finally:
             self.finished.set()
 
@@ -306,6 +385,9 @@ class McpConsumer(AsyncConsumer):
         allowed = "POST" if modern else "GET, POST, DELETE"
         if method not in allowed.split(", "):
             raise HttpError(405, "Method Not Allowed", [(b"allow", allowed.encode())])
+        if method == "POST":
+            admission.enter()  # 503 when the process is full
+            self.admitted = True
         if not modern and version is not None and version not in LEGACY_VERSIONS:
             raise HttpError(400, f"Unsupported MCP-Protocol-Version {version!r}")
         principal = await authenticate(self.scope, headers)
@@ -329,8 +411,11 @@ class McpConsumer(AsyncConsumer):
             message = parse_body(body)
             kind = kind_of(message)
         except ProtocolError as exc:
+            logger.warning("refused a message (%d): %s", exc.code, exc.message)
             await self._error(None, exc)
             return
+        if kind == "request":
+            self.request_id = message["id"]
         if modern:
             await self._modern(message, kind, principal)
         else:
@@ -346,6 +431,9 @@ class McpConsumer(AsyncConsumer):
         await self.stream.finish(response, status=status)
 
     async def _run(self, message: dict[str, Any], info: RequestInfo) -> dict[str, Any]:
+        missing = await scope_challenge(self.server, message, info.principal)
+        if missing:
+            raise insufficient_scope(self.scope, self.headers, missing)
         keepalive = asyncio.ensure_future(self._keepalive())
         try:
             return await handle_request(self.server, message, info, self)
@@ -389,7 +477,8 @@ class McpConsumer(AsyncConsumer):
         wanted = (message.get("params") or {}).get("notifications") or {}
         if not isinstance(wanted, dict):
             await self._error(
-                message["id"], ProtocolError(-32602, "params.notifications must be an object")
+                message["id"],
+                ProtocolError(INVALID_PARAMS, "params.notifications must be an object"),
             )
             return
         agreed: dict[str, Any] = {
@@ -403,12 +492,12 @@ class McpConsumer(AsyncConsumer):
         if task_ids is not None:
             try:
                 require_tasks_capability(info)
+                owned = await owned_task_ids(
+                    task_ids if isinstance(task_ids, list) else [], info.principal.scope
+                )
             except ProtocolError as exc:
                 await self._error(message["id"], exc)
                 return
-            owned = await owned_task_ids(
-                task_ids if isinstance(task_ids, list) else [], info.principal.scope
-            )
             agreed["taskIds"] = owned
             self.watch = (info.principal.scope, subscription_id)
             for task_id in owned:
@@ -427,6 +516,7 @@ class McpConsumer(AsyncConsumer):
             return True
 
         self.notify_filter = accept
+        self._release()  # a stream, not a request in progress
         await self._join(groups.BROADCAST)
         await self.stream.event(
             {
@@ -446,7 +536,7 @@ class McpConsumer(AsyncConsumer):
         session_id = first(self.headers, "mcp-session-id")
         if not session_id:
             raise HttpError(400, "Bad Request: Missing session ID")
-        session = await load_session(session_id, principal)
+        session = await cached_session(session_id, principal)
         if session is None:
             raise HttpError(404, "Session not found")
         self.session = session
@@ -497,16 +587,15 @@ class McpConsumer(AsyncConsumer):
             await self.stream.finish(None)
             return
         if kind == "notification":
-            if message["method"] == "notifications/cancelled":
+            bus = process_bus()
+            if message["method"] == "notifications/cancelled" and bus is not None:
                 request_id = (message.get("params") or {}).get("requestId")
-                await self.channel_layer.group_send(
-                    groups.call_group(session.id, request_id), {"type": "mcp.cancel"}
-                )
+                await bus.cancel_call(session.id, request_id)
             await self.stream.finish(None)
             return
-        await self._join(groups.call_group(session.id, message["id"]))
+        await self._register_call(session.id, message["id"])
         if session.protocol_version >= "2025-11-25" and self.channel_layer is not None:
-            self.stream.resumable_id = secrets.token_hex(16)
+            self.stream.resumable_id = f"{_STREAM_PREFIX}{next(_stream_numbers):x}"
             self.stream.spill = self._spill
         info = self._legacy_info(message, principal, session, await lifespan_context())
         try:
@@ -577,7 +666,7 @@ class McpConsumer(AsyncConsumer):
 
     async def _legacy_delete(self, principal: Principal) -> None:
         session = await self._legacy_session(principal)
-        await end_session(session.id, principal)
+        await end_cached_session(session.id, principal)
         await self.stream.plain(200, b"", [])
 
     # -- Sink: how the protocol layer talks back ------------------------------------------
@@ -614,11 +703,29 @@ class McpConsumer(AsyncConsumer):
         result = reply.get("result")
         return result if isinstance(result, dict) else {}
 
+    async def watch_task(self, task_id: str) -> None:
+        if self.task_wait is not None and self.task_wait.task_id == task_id:
+            return
+        watcher = task_watcher()
+        if watcher is None:
+            return  # no channel layer: waits last their whole timeout
+        await self._unwatch_task()
+        self.task_wait = await watcher.watch(task_id)
+
     async def wait_for_task(self, task_id: str, timeout: float) -> None:
-        await self._join(groups.task_group(task_id))
-        self.task_changed.clear()
+        await self.watch_task(task_id)
+        if self.task_wait is None:
+            await asyncio.sleep(timeout)
+            return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.task_changed.wait(), timeout)
+            await asyncio.wait_for(self.task_wait.changed.wait(), timeout)
+        self.task_wait.changed.clear()
+
+    async def _unwatch_task(self) -> None:
+        wait, self.task_wait = self.task_wait, None
+        watcher = task_watcher() if wait is not None else None
+        if wait is not None and watcher is not None:
+            await watcher.unwatch(wait)
 
     async def close_stream(self) -> None:
         if self.stream.resumable_id is not None:

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from ..conf import get_config
+from ..protocol.constants import INVALID_REQUEST
 
 
 @dataclass
@@ -26,7 +27,11 @@ class HttpError(Exception):
         if self.body is not None:
             return json.dumps(self.body).encode()
         return json.dumps(
-            {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": self.message}}
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": INVALID_REQUEST, "message": self.message},
+            }
         ).encode()
 
 
@@ -49,6 +54,14 @@ def first(headers: dict[str, str | list[str]], name: str) -> str | None:
     if isinstance(value, list):
         return value[0] if value else None
     return value
+
+
+def declares_more_than(headers: dict[str, str | list[str]], limit: int) -> bool:
+    """True when ``Content-Length`` announces more than ``limit`` bytes."""
+    declared = first(headers, "content-length") or ""
+    if not (declared.isascii() and declared.isdigit()):
+        return False
+    return len(declared) > 18 or int(declared) > limit
 
 
 def _allowed_hosts() -> list[str]:
@@ -75,7 +88,10 @@ def check_origin(headers: dict[str, str | list[str]], host: str) -> str | None:
     allowed = get_config()["ALLOWED_ORIGINS"]
     if origin in allowed or "*" in allowed:
         return origin
-    parts = urlsplit(origin)
+    try:
+        parts = urlsplit(origin)
+    except ValueError:  # e.g. an unclosed "[" of an IPv6 address
+        parts = urlsplit("")
     if parts.scheme in ("http", "https") and parts.netloc and parts.netloc.lower() == host.lower():
         return origin
     raise HttpError(

@@ -7,6 +7,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .. import jsontext
+
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Spill = Callable[[int, dict[str, Any]], Awaitable[None]]
 
@@ -17,21 +19,35 @@ SSE_HEADERS = [
 ]
 
 
-def encode_event(
-    message: dict[str, Any] | None, event_id: str | None = None, retry_ms: int | None = None
+def encode_json(message: dict[str, Any]) -> bytes:
+    """A JSON-RPC message as UTF-8 JSON text.
+
+    Never fails on text the server produced that has no UTF-8 encoding (a lone surrogate)
+    or on a number JSON cannot carry (NaN, ±inf): they are repaired with a warning
+    (:func:`mcp_tasks.jsontext.sendable`). Clients cannot send either (the parser refuses).
+    """
+    try:
+        return _dumps(message)
+    except (UnicodeEncodeError, ValueError):
+        return _dumps(jsontext.sendable(message, "a response"))
+
+
+def _dumps(message: dict[str, Any]) -> bytes:
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.encode()
+
+
+def sse_event(
+    data: bytes | None, event_id: str | None = None, retry_ms: int | None = None
 ) -> bytes:
-    """One SSE event; ``message`` None is a priming event (an id and empty data)."""
-    lines = []
-    if event_id is not None:
-        lines.append(f"id: {event_id}")
+    """One SSE event carrying encoded JSON ``data``; None is a priming event (an id and
+    empty data)."""
+    head = "" if event_id is None else f"id: {event_id}\r\n"
     if retry_ms is not None:
-        lines.append(f"retry: {retry_ms}")
-    if message is None:
-        lines.append("data: ")
-    else:
-        lines.append("event: message")
-        lines.append("data: " + json.dumps(message, separators=(",", ":"), ensure_ascii=False))
-    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+        head += f"retry: {retry_ms}\r\n"
+    if data is None:
+        return f"{head}data: \r\n\r\n".encode()
+    return f"{head}event: message\r\ndata: ".encode() + data + b"\r\n\r\n"
 
 
 class ResponseStream:
@@ -81,7 +97,7 @@ class ResponseStream:
         await self._start(200, SSE_HEADERS)
         self.streaming = True
         if self.resumable_id is not None:
-            await self._body(encode_event(None, f"{self.resumable_id}:0", self.retry_ms), True)
+            await self._body(sse_event(None, f"{self.resumable_id}:0", self.retry_ms), True)
         else:
             await self._body(b"", True)
 
@@ -99,16 +115,18 @@ class ResponseStream:
         async with self._lock:
             if await self._spilled(message):
                 return
+            data = encode_json(message)  # first: a failure leaves the stream as it was
             await self._open_sse_locked()
-            await self._body(encode_event(message, self._next_id()), True)
+            await self._body(sse_event(data, self._next_id()), True)
 
     async def replay(self, message: dict[str, Any], event_id: str) -> None:
         """Send a stored event of another stream under its own id (a resume)."""
         async with self._lock:
             if self.closed:
                 return
+            data = encode_json(message)
             await self._open_sse_locked()
-            await self._body(encode_event(message, event_id), True)
+            await self._body(sse_event(data, event_id), True)
 
     async def ping(self) -> None:
         """A keep-alive comment; opens the stream if the answer is taking long."""
@@ -120,28 +138,28 @@ class ResponseStream:
 
     async def finish(self, message: dict[str, Any] | None, status: int = 200) -> None:
         """End the response: the final message as an event or as a JSON body;
-        ``None`` → ``202 Accepted`` with no body (or just close the stream)."""
+        ``None`` → ``202 Accepted`` with no body (or just close the stream).
+
+        The message is encoded before the stream counts as closed, so a failure here
+        leaves it open for the consumer's error response."""
         async with self._lock:
             if message is not None and await self._spilled(message):
                 return
             if self.closed:
                 return
+            data = None if message is None else encode_json(message)
             self.closed = True
             if self.streaming:
-                await self._body(
-                    encode_event(message, self._next_id()) if message is not None else b"", False
-                )
-                return
-            if message is None:
+                await self._body(b"" if data is None else sse_event(data, self._next_id()), False)
+            elif data is None:
                 await self._start(status if status != 200 else 202, [(b"content-length", b"0")])
                 await self._body(b"", False)
-                return
-            body = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-            length = str(len(body)).encode()
-            await self._start(
-                status, [(b"content-type", b"application/json"), (b"content-length", length)]
-            )
-            await self._body(body, False)
+            else:
+                length = str(len(data)).encode()
+                await self._start(
+                    status, [(b"content-type", b"application/json"), (b"content-length", length)]
+                )
+                await self._body(data, False)
 
     async def detach(self) -> None:
         """Close the connection now; later events are spilled for a resume."""

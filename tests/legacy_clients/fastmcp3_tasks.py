@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,8 @@ class Recording(TaskNotificationHandler):
 
 
 def make_client(url: str, options: dict[str, Any], **kwargs: Any) -> tuple[Client, Recording]:
-    client = Client(url, auth=options.get("token"), timeout=WAIT, **kwargs)
+    token = options.get("token") or os.environ.get("MCP_TASKS_TEST_TOKEN")
+    client = Client(url, auth=token, timeout=WAIT, **kwargs)
     recording = Recording(client)
     client._session_kwargs["message_handler"] = recording  # keep FastMCP's task routing
     return client, recording

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,13 @@ class Recorder:
         return found
 
 
+def _write_marker(path: Path, text: str) -> None:
+    """Write a marker file atomically: the test never reads it created but still empty."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
 def _meta_extra(meta: Any) -> dict[str, Any]:
     if meta is None:
         return {}
@@ -61,7 +69,7 @@ def _meta_extra(meta: Any) -> dict[str, Any]:
 async def connect(
     url: str, options: dict[str, Any], recorder: Recorder, **callbacks: Any
 ) -> AsyncIterator[tuple[ClientSession, Any, Any]]:
-    token = options.get("token")
+    token = options.get("token") or os.environ.get("MCP_TASKS_TEST_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else None
     async with streamablehttp_client(url, headers=headers) as (read, write, get_session_id):
         async with ClientSession(
@@ -378,7 +386,7 @@ async def admin_pending(url: str, options: dict[str, Any]) -> dict[str, Any]:
         recorder.asked.append(
             {"params": jsonable(params), "context_meta": _meta_extra(context.meta)}
         )
-        (marker_dir / "asked").write_text(params.message)
+        _write_marker(marker_dir / "asked", params.message)
         return types.ErrorData(code=-32000, message="this question is answered in the admin")
 
     async with connect(url, options, recorder, elicitation_callback=on_elicit) as (session, _, _):
@@ -387,7 +395,7 @@ async def admin_pending(url: str, options: dict[str, Any]) -> dict[str, Any]:
             tool, options.get("arguments", {"kind": "bool"})
         )
         task_id = created.task.taskId
-        (marker_dir / "task_id").write_text(task_id)
+        _write_marker(marker_dir / "task_id", task_id)
         result = await result_of(session, task_id)
         final = await session.experimental.get_task(task_id)
         return {

@@ -90,10 +90,15 @@ async def lt_optional(value: str = "x") -> str:
 
 
 @mcp.tool(task=True)
-async def lt_progress(steps: Annotated[int, Field(ge=1, le=20)], ctx: Context) -> str:
-    """Reports progress ``steps`` times, then returns."""
+async def lt_progress(
+    steps: Annotated[int, Field(ge=1, le=20)],
+    ctx: Context,
+    pause: Annotated[float, Field(ge=0, le=2)] = 0.0,
+) -> str:
+    """Reports progress ``steps`` times (``pause`` seconds after each), then returns."""
     for step in range(1, steps + 1):
         await ctx.report_progress(step, steps, f"step {step} of {steps}")
+        await asyncio.sleep(pause)
     return f"progressed {steps} steps"
 
 

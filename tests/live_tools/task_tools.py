@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from mcp_tasks import AccessToken, Context, TaskConfig, mcp
+from mcp_tasks import AcceptedElicitation, AccessToken, Context, TaskConfig, mcp
 
 from .auth import verify as live_verify
 
@@ -52,7 +52,11 @@ async def probe_lifespan(server: Any) -> AsyncIterator[dict[str, Any]]:
 
 
 def _mark(directory: str, name: str, text: str = "") -> None:
-    (Path(directory) / name).write_text(text or str(os.getpid()))
+    """Write a marker atomically: a reader never sees it created but still empty."""
+    target = Path(directory) / name
+    partial = target.with_name(f".{name}.{os.getpid()}.partial")
+    partial.write_text(text or str(os.getpid()))
+    os.replace(partial, target)
 
 
 # -- trivial (benchmark, smoke) -----------------------------------------------------------
@@ -62,6 +66,16 @@ def _mark(directory: str, name: str, text: str = "") -> None:
 async def trivial_task(n: int = 0) -> int:
     """Returns ``n`` at once: as a task with the tasks extension, inline without it."""
     return n
+
+
+@mcp.tool(task=True)
+async def bench_ask(ctx: Context) -> str:
+    """Asks one form question (a string) and returns the answer (the benchmark's question
+    round trip; ``tests/benchmarks/peers/`` has the same tool for the peer)."""
+    answer = await ctx.elicit("What is your name?", str)
+    if isinstance(answer, AcceptedElicitation):
+        return str(answer.data)
+    return f"no answer ({answer.action})"
 
 
 # -- what the tool sees ---------------------------------------------------------------------
@@ -176,3 +190,55 @@ async def raising_task() -> str:
 async def short_lived_task() -> str:
     """A task kept for one second only."""
     return "short-lived"
+
+
+# -- the concurrent worker ----------------------------------------------------------------------
+
+
+@mcp.tool(task=True)
+def cooperative_sync_task(marker_dir: str, ctx: Context) -> str:
+    """A sync tool that looks at ``ctx.is_cancelled`` in its loop until ``gate``."""
+    _mark(marker_dir, "started")
+    gate = Path(marker_dir) / "gate"
+    deadline = time.monotonic() + MAX_WAIT
+    while not gate.exists() and time.monotonic() < deadline:
+        try:
+            ctx.raise_if_cancelled()
+        except asyncio.CancelledError:
+            _mark(marker_dir, "stopped")
+            raise
+        time.sleep(0.05)
+    _mark(marker_dir, "finished")
+    return "cooperative task finished"
+
+
+@mcp.tool(task=TaskConfig(mode="optional", timeout=1))
+async def overrunning_task(marker_dir: str) -> str:
+    """Outlives its one-second job timeout unless ``gate`` opens first."""
+    _mark(marker_dir, "started")
+    gate = Path(marker_dir) / "gate"
+    deadline = time.monotonic() + MAX_WAIT
+    try:
+        while not gate.exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+    except asyncio.CancelledError:
+        _mark(marker_dir, "cancelled")
+        raise
+    _mark(marker_dir, "finished")
+    return "finished in time"
+
+
+# -- per-tool permissions (tests/test_permissions_live.py) --------------------------------
+
+
+@mcp.tool(task=True, permissions=["mcp_tasks.view_task"])
+async def guarded_task() -> str:
+    """Runs only for users holding ``mcp_tasks.view_task``."""
+    return "guarded done"
+
+
+@mcp.tool(task=True, permissions=["mcp_tasks.view_task"])
+async def guarded_question(ctx: Context) -> str:
+    """Asks one yes/no question, for users holding ``mcp_tasks.view_task``."""
+    answer = await ctx.elicit("Go on?", bool)
+    return f"answered: {answer.action}"

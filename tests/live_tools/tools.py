@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import enum
 import threading
+import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -179,6 +180,29 @@ async def wait_for_cancel(marker_dir: str, ctx: Context, seconds: float = 120.0)
         raise
     (directory / "finished").write_text(str(ctx.request_id))
     return "finished without being cancelled"
+
+
+@mcp.tool()
+async def wait_for_gate(marker_dir: str, name: str) -> str:
+    """Write ``started-<name>`` in ``marker_dir``, then wait (60 s at most) for a ``gate``
+    file there."""
+    directory = Path(marker_dir)
+    (directory / f"started-{name}").write_text(name)
+    for _ in range(1200):
+        if (directory / "gate").exists():
+            return f"{name} passed the gate"
+        await asyncio.sleep(0.05)
+    return f"{name} gave up waiting"
+
+
+@mcp.tool()
+async def spin(ms: Annotated[float, Field(ge=0, le=1000)]) -> float:
+    """Keep the event loop busy for ``ms`` milliseconds of CPU (load tests: a call that
+    costs the process that much; a sync tool would hold the GIL against the loop)."""
+    deadline = time.thread_time() + ms / 1000
+    while time.thread_time() < deadline:
+        pass
+    return ms
 
 
 # -- failures -------------------------------------------------------------------------------

@@ -1,0 +1,83 @@
+"""The live admin's WebSocket (``MCP_TASKS["ADMIN_LIVE_PATH"]``).
+
+A browser on the admin's task list, a task page or the waiting-questions list connects with
+its admin session; staff who may see tasks are accepted, everyone else is refused (close
+code 4403). The consumer forwards events, never rows: ``{"event": ..., "task_id": ...}``
+for a new task, a status change, a question asked or answered (the
+:data:`~mcp_tasks.groups.ADMIN` group), and ``task_changed`` for progress and other changes
+of the tasks the page says it shows (``{"watch": [task ids]}``). The page then fetches
+itself again through the admin's own views, which apply the user's permissions.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from .conf import get_config
+from .db import db
+from .groups import ADMIN, task_group
+
+logger = logging.getLogger("mcp_tasks.admin")
+
+#: Close code for a connection that is not an admin session allowed to see tasks.
+REFUSED = 4403
+#: The most tasks one page may watch.
+MAX_WATCHED = 200
+_SEE_TASKS = ("view_task", "change_task", "answer_inputrequest", "view_inputrequest")
+
+
+def may_watch(user: Any) -> bool:
+    """An active staff user who may see tasks or their questions."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return False
+    if not (user.is_active and user.is_staff):
+        return False
+    return any(user.has_perm(f"mcp_tasks.{perm}") for perm in _SEE_TASKS)
+
+
+class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
+    """Tells an admin page that what it shows changed."""
+
+    @property
+    def channel_layer_alias(self) -> str:
+        alias: str = get_config()["CHANNEL_LAYER"]
+        return alias
+
+    async def connect(self) -> None:
+        self.watched: set[str] = set()
+        if self.channel_layer is None or not await db(may_watch)(self.scope.get("user")):
+            await self.close(code=REFUSED)
+            return
+        await self.channel_layer.group_add(ADMIN, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if self.channel_layer is None:
+            return
+        await self.channel_layer.group_discard(ADMIN, self.channel_name)
+        for task_id in getattr(self, "watched", set()):
+            await self.channel_layer.group_discard(task_group(task_id), self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """``{"watch": [task ids]}``: the tasks the page shows (replaces the last list)."""
+        ids = content.get("watch") if isinstance(content, dict) else None
+        if not isinstance(ids, list):
+            return
+        wanted = {i for i in ids[:MAX_WATCHED] if isinstance(i, str) and 0 < len(i) <= 64}
+        for task_id in self.watched - wanted:
+            await self.channel_layer.group_discard(task_group(task_id), self.channel_name)
+        for task_id in wanted - self.watched:
+            await self.channel_layer.group_add(task_group(task_id), self.channel_name)
+        self.watched = wanted
+        await self.send_json({"event": "watching", "count": len(wanted)})
+
+    async def mcp_admin(self, message: dict[str, Any]) -> None:
+        await self.send_json({"event": message["event"], "task_id": message["task_id"]})
+
+    async def mcp_task(self, message: dict[str, Any]) -> None:
+        await self.send_json(
+            {"event": "task_changed", "task_id": message["task_id"], "status": message["status"]}
+        )

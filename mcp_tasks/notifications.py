@@ -1,0 +1,166 @@
+"""E-mail to operators when tasks ask questions (``MCP_TASKS["NOTIFY_QUESTIONS"]``).
+
+The rule: questions not yet mailed go out together, in one mail, whenever no notification
+mail went out in the last ``NOTIFY_DIGEST_WINDOW`` seconds. A question asked outside that
+window is mailed at once (from a receiver of :data:`~mcp_tasks.signals.question_asked`, on
+a background thread so the worker does not wait for the mail server); questions asked
+inside it are gathered and mailed as one digest by the task housekeeping once the window
+has passed. Each question is mailed at most once (claimed in the database, so any number
+of processes may run this); questions answered before their mail are left out.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import EmailMessage
+from django.db import connections
+from django.urls import reverse
+from django.utils import timezone
+
+from . import signals
+from .conf import get_config
+from .models import InputRequest
+from .tasks import service
+from .tasks.service import question_text
+
+logger = logging.getLogger("mcp_tasks.notifications")
+
+ANSWER_PERMISSION = "mcp_tasks.answer_inputrequest"
+_MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
+#: The most questions one mail lists (the rest follow in the next one).
+MAX_PER_MAIL = 50
+
+_mailer = ThreadPoolExecutor(1, thread_name_prefix="mcp_tasks-mail")
+_lock = threading.Lock()
+_scheduled = False
+
+
+def send_due() -> int:
+    """Mail the questions not yet mailed, unless a mail went out within the digest window;
+    returns how many questions the mail listed (0: nothing sent)."""
+    config = get_config()
+    if not config["NOTIFY_QUESTIONS"]:
+        return 0
+    questions = service.claim_questions_to_mail(config["NOTIFY_DIGEST_WINDOW"], MAX_PER_MAIL)
+    if not questions:
+        return 0
+    recipients = recipient_addresses()
+    if questions and recipients:
+        _send(questions, recipients)
+    elif questions:
+        logger.warning("%d question(s) wait, but nobody to e-mail them to", len(questions))
+    return len(questions) if recipients else 0
+
+
+def recipient_addresses() -> list[str]:
+    """``NOTIFY_RECIPIENTS``, or the addresses of the active staff who may answer."""
+    configured = list(get_config()["NOTIFY_RECIPIENTS"])
+    if configured:
+        return configured
+    user_model = get_user_model()
+    field = user_model.get_email_field_name()
+    backends = list(settings.AUTHENTICATION_BACKENDS)
+    backend = _MODEL_BACKEND if len(backends) > 1 and _MODEL_BACKEND in backends else None
+    manager: Any = user_model._default_manager  # Django's UserManager has with_perm()
+    users = manager.with_perm(ANSWER_PERMISSION, backend=backend)
+    found = users.filter(is_staff=True).exclude(**{field: ""}).exclude(**{f"{field}__isnull": True})
+    return sorted({str(address) for address in found.values_list(field, flat=True)})
+
+
+def answer_link(question: InputRequest) -> str:
+    """The absolute URL of the question's Answer page in the admin."""
+    base = str(get_config()["SITE_URL"] or "").rstrip("/")
+    return base + reverse("admin:mcp_tasks_inputrequest_answer", args=[question.pk])
+
+
+def started_by(question: InputRequest) -> str:
+    """Who started the question's task: its principal and, when known, its client."""
+    task = question.task
+    snapshot = getattr(task, "snapshot", None)
+    info = (snapshot.client_info if snapshot is not None else None) or {}
+    client = f"{info.get('name', '')} {info.get('version', '')}".strip()
+    return f"{task.principal_scope} (client: {client})" if client else task.principal_scope
+
+
+def compose(questions: list[InputRequest]) -> tuple[str, str]:
+    """The subject and plain-text body of a mail listing ``questions``."""
+    if len(questions) == 1:
+        (only,) = questions
+        subject = f"Task {only.task.tool_name} asks: {_question(only)}"[:150]
+    else:
+        subject = f"{len(questions)} questions from tasks wait for an answer"
+    parts = [
+        "\n".join(
+            [
+                f"Task: {q.task.tool_name} {q.task_id[:8]}…",
+                f"Question: {_question(q)}",
+                f"Started by: {started_by(q)}",
+                f"Asked: {timezone.localtime(q.created_at):%Y-%m-%d %H:%M:%S %Z}",
+                f"Answer: {answer_link(q)}",
+            ]
+        )
+        for q in questions
+    ]
+    footer = "Only staff who may answer questions asked by tasks can open these links."
+    return settings.EMAIL_SUBJECT_PREFIX + subject, "\n\n".join([*parts, footer]) + "\n"
+
+
+def _question(question: InputRequest) -> str:
+    return " ".join(question_text(question.method, question.params or {}).split())
+
+
+def _send(questions: list[InputRequest], recipients: list[str]) -> None:
+    subject, body = compose(questions)
+    mails = [EmailMessage(subject, body, to=[address]) for address in recipients]
+    for mail in mails:  # each on the default backend (get_connection() is deprecated in 6.1)
+        mail.send()
+
+
+# -- sending at once, off the asking thread ---------------------------------------------------
+
+
+def on_question_asked(sender: Any, **arguments: Any) -> None:
+    """``question_asked`` receiver: mail soon, on the mail thread."""
+    global _scheduled
+    with _lock:
+        if _scheduled:
+            return  # a run is queued and will see this question too
+        _scheduled = True
+    _mailer.submit(_run)
+
+
+def _run() -> None:
+    global _scheduled
+    with _lock:
+        _scheduled = False
+    try:
+        send_due()
+    except Exception:
+        logger.exception("could not e-mail new questions")
+    finally:
+        connections.close_all()  # this thread's own connections
+
+
+def flush() -> None:
+    """Wait until mails already scheduled are sent (tests, shutdown)."""
+    done: Future[None] = _mailer.submit(lambda: None)
+    done.result()
+
+
+def connect(**kwargs: Any) -> None:
+    """Connect the receiver when notifications are on, disconnect it when off (called at
+    start-up and on ``setting_changed``), so the service has nothing to do otherwise."""
+    if kwargs.get("setting", "MCP_TASKS") != "MCP_TASKS":
+        return
+    user = getattr(settings, "MCP_TASKS", None)  # read here: a broken dict is E003's business
+    uid = "mcp_tasks.notifications"
+    if isinstance(user, dict) and user.get("NOTIFY_QUESTIONS") is True:
+        signals.question_asked.connect(on_question_asked, dispatch_uid=uid)
+    else:
+        signals.question_asked.disconnect(dispatch_uid=uid)

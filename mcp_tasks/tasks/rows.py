@@ -1,0 +1,284 @@
+"""The statements every task and every poll make, as SQL written once from the models'
+metadata.
+
+Django's ORM compiles each query anew, which costs more CPU here than the database needs to
+answer a primary-key lookup (about 0.6 ms against 0.3 ms on the reference machine, see the
+README's "Performance"). The statements on the hot path — a new task and its snapshot, a
+task by id for its principal (``tasks/get``), a task with its snapshot (a job starting), and
+conditional updates of one task row (a job starting, progress, the result) — are built once
+per database and set of columns. Values go in through the fields' own ``get_db_prep_save`` and rows come back
+through the fields' and the backend's converters, exactly as with a queryset. Everything
+else goes through the ORM.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from django.db import connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
+from django.db.models import Field, Model
+
+from ..models import Task, TaskSnapshot
+
+Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
+
+
+class _Columns:
+    """One model's concrete columns in a SELECT: their SQL and how to read them back."""
+
+    def __init__(self, model: type[Model], alias: str) -> None:
+        self.model = model
+        self.alias = alias
+        self.fields: list[Field[Any, Any]] = list(model._meta.concrete_fields)
+        self.attnames = [field.attname for field in self.fields]
+
+    def sql(self, connection: BaseDatabaseWrapper) -> str:
+        quote = connection.ops.quote_name
+        return ", ".join(f"{quote(self.alias)}.{quote(str(field.column))}" for field in self.fields)
+
+    def converters(self, connection: BaseDatabaseWrapper) -> list[tuple[int, Any, list[Converter]]]:
+        """``(index, column expression, converters)`` of the columns that need converting."""
+        found: list[tuple[int, Any, list[Converter]]] = []
+        for index, field in enumerate(self.fields):
+            column = field.get_col(self.alias)
+            chain = [
+                *connection.ops.get_db_converters(column),
+                *field.get_db_converters(connection),
+            ]
+            if chain:
+                found.append((index, column, chain))
+        return found
+
+    def build(self, values: Sequence[Any], connection: BaseDatabaseWrapper) -> Any:
+        row = list(values)
+        for index, column, chain in _converters(self, connection.alias):
+            value = row[index]
+            for convert in chain:
+                value = convert(value, column, connection)
+            row[index] = value
+        return self.model.from_db(connection.alias, self.attnames, row)
+
+
+@functools.lru_cache(maxsize=32)
+def _converters(columns: _Columns, alias: str) -> list[tuple[int, Any, list[Converter]]]:
+    return columns.converters(connections[alias])
+
+
+def _column(model: type[Model], name: str) -> str:
+    return str(model._meta.get_field(name).column)  # type: ignore[union-attr]
+
+
+def _cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
+    """A cursor for the statements here, wrapped like any Django cursor (query logging,
+    ``execute_wrapper``). On PostgreSQL it binds parameters on the server (psycopg 3's
+    ``Cursor``): the values travel apart from the SQL text, with no quoting in Python;
+    Django's own cursors bind on the client by default."""
+    if connection.vendor != "postgresql":
+        return connection.cursor()
+    import psycopg
+
+    connection.ensure_connection()
+    raw = psycopg.Cursor(connection.connection)
+    if connection.queries_logged:
+        return connection.make_debug_cursor(raw)  # type: ignore[arg-type]
+    return connection.make_cursor(raw)  # type: ignore[arg-type]
+
+
+_TASK = _Columns(Task, "t")
+_SNAPSHOT = _Columns(TaskSnapshot, "s")
+
+
+@functools.lru_cache(maxsize=8)
+def _task_with_snapshot_sql(alias: str) -> str:
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    task_id = quote(_column(Task, "id"))
+    snapshot_task = quote(_column(TaskSnapshot, "task"))
+    return (
+        f"SELECT {_TASK.sql(connection)}, {_SNAPSHOT.sql(connection)} "
+        f"FROM {quote(Task._meta.db_table)} {quote('t')} "
+        f"INNER JOIN {quote(TaskSnapshot._meta.db_table)} {quote('s')} "
+        f"ON {quote('s')}.{snapshot_task} = {quote('t')}.{task_id} "
+        f"WHERE {quote('t')}.{task_id} = %s"
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _task_sql(alias: str, locked: bool) -> str:
+    """One task by primary key. The owner is checked on the row read, not in SQL: a filter
+    on ``principal_scope`` lets the planner scan that principal's index instead of the
+    primary key (it did, on a table not yet analysed), costing time in the principal's
+    number of tasks."""
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    sql = (
+        f"SELECT {_TASK.sql(connection)} FROM {quote(Task._meta.db_table)} {quote('t')} "
+        f"WHERE {quote('t')}.{quote(_column(Task, 'id'))} = %s"
+    )
+    if locked and connection.features.has_select_for_update:
+        sql += " FOR UPDATE"
+    return sql
+
+
+def _owned(row: Any, connection: Any, principal_scope: str | None) -> Task | None:
+    if row is None:
+        return None
+    task: Task = _TASK.build(row, connection)
+    if principal_scope is not None and task.principal_scope != principal_scope:
+        return None
+    return task
+
+
+def locked_task(
+    task_id: str, principal_scope: str | None = None, using: str = "default"
+) -> Task | None:
+    """The task, its row locked until the transaction ends (inside ``atomic()``);
+    ``principal_scope``: only if that principal owns it."""
+    connection = connections[using]
+    with _cursor(connection) as cursor:
+        cursor.execute(_task_sql(using, True), [task_id])
+        row = cursor.fetchone()
+    return _owned(row, connection, principal_scope)
+
+
+def task_of(task_id: str, principal_scope: str, using: str = "default") -> Task | None:
+    """The task ``task_id`` if ``principal_scope`` owns it (expired ones included)."""
+    connection = connections[using]
+    with _cursor(connection) as cursor:
+        cursor.execute(_task_sql(using, False), [task_id])
+        row = cursor.fetchone()
+    return _owned(row, connection, principal_scope)
+
+
+def task_with_snapshot(task_id: str, using: str = "default") -> Task | None:
+    """The task with its snapshot loaded (``task.snapshot`` costs no query)."""
+    connection = connections[using]
+    with _cursor(connection) as cursor:
+        cursor.execute(_task_with_snapshot_sql(using), [task_id])
+        row = cursor.fetchone()
+    return None if row is None else _with_snapshot(row, connection)
+
+
+def _with_snapshot(row: Sequence[Any], connection: BaseDatabaseWrapper) -> Task:
+    width = len(_TASK.fields)
+    task: Task = _TASK.build(row[:width], connection)
+    task.snapshot = _SNAPSHOT.build(row[width:], connection)
+    return task
+
+
+@functools.lru_cache(maxsize=64)
+def _update_sql(alias: str, changed: tuple[str, ...], conditions: tuple[str, ...]) -> str:
+    quote = connections[alias].ops.quote_name
+    assignments = ", ".join(f"{quote(_column(Task, name))} = %s" for name in changed)
+    where = " AND ".join(f"{quote(_column(Task, name))} = %s" for name in conditions)
+    return f"UPDATE {quote(Task._meta.db_table)} SET {assignments} WHERE {where}"
+
+
+def update_task(
+    task_id: str, when: dict[str, Any], changes: dict[str, Any], using: str = "default"
+) -> bool:
+    """Apply ``changes`` to the task row if every field in ``when`` has its value there;
+    True when the row changed."""
+    connection = connections[using]
+    params = _update_params(connection, task_id, when, changes)
+    with _cursor(connection) as cursor:
+        cursor.execute(_update_sql(using, tuple(changes), ("id", *when)), params)
+        return bool(cursor.rowcount)
+
+
+def _update_params(
+    connection: BaseDatabaseWrapper, task_id: str, when: dict[str, Any], changes: dict[str, Any]
+) -> list[Any]:
+    fields = Task._meta
+    return [
+        fields.get_field(name).get_db_prep_save(value, connection)  # type: ignore[union-attr]
+        for name, value in changes.items()
+    ] + [
+        fields.get_field(name).get_db_prep_value(value, connection)  # type: ignore[union-attr]
+        for name, value in {"id": task_id, **when}.items()
+    ]
+
+
+@functools.lru_cache(maxsize=64)
+def _claim_sql(alias: str, changed: tuple[str, ...], conditions: tuple[str, ...]) -> str:
+    """PostgreSQL: the conditional UPDATE and the read of the task with its snapshot, in
+    one statement."""
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    returning = ", ".join(quote(str(field.column)) for field in _TASK.fields)
+    snapshot_task = quote(_column(TaskSnapshot, "task"))
+    return (
+        f"WITH {quote('t')} AS ({_update_sql(alias, changed, conditions)} "
+        f"RETURNING {returning}) "
+        f"SELECT {_TASK.sql(connection)}, {_SNAPSHOT.sql(connection)} FROM {quote('t')} "
+        f"INNER JOIN {quote(TaskSnapshot._meta.db_table)} {quote('s')} "
+        f"ON {quote('s')}.{snapshot_task} = {quote('t')}.{quote(_column(Task, 'id'))}"
+    )
+
+
+def claim_task(
+    task_id: str, when: dict[str, Any], changes: dict[str, Any], using: str = "default"
+) -> Task | None:
+    """:func:`update_task`, then the changed task with its snapshot (None when the
+    condition did not hold): one statement on PostgreSQL."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        if not update_task(task_id, when, changes, using):
+            return None
+        return task_with_snapshot(task_id, using)
+    with _cursor(connection) as cursor:
+        cursor.execute(
+            _claim_sql(using, tuple(changes), ("id", *when)),
+            _update_params(connection, task_id, when, changes),
+        )
+        row = cursor.fetchone()
+    return None if row is None else _with_snapshot(row, connection)
+
+
+@functools.lru_cache(maxsize=8)
+def _insert_sql(alias: str, model: type[Model]) -> str:
+    quote = connections[alias].ops.quote_name
+    columns = [quote(str(field.column)) for field in model._meta.concrete_fields]
+    values = ", ".join(["%s"] * len(columns))
+    return f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(columns)}) VALUES ({values})"
+
+
+def insert_task(task: Task, snapshot: TaskSnapshot, using: str = "default") -> None:
+    """INSERT a new task and its snapshot together: one statement on PostgreSQL (atomic on
+    its own), a transaction of two elsewhere."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        with transaction.atomic(using=using):
+            insert(task, snapshot, using=using)
+        return
+    quote = connection.ops.quote_name
+    sql = (
+        f"WITH {quote('t')} AS ({_insert_sql(using, Task)} RETURNING 1) "
+        f"{_insert_sql(using, TaskSnapshot)}"
+    )
+    with _cursor(connection) as cursor:
+        cursor.execute(sql, _insert_params(task, connection) + _insert_params(snapshot, connection))
+    for instance in (task, snapshot):
+        instance._state.adding = False
+        instance._state.db = using
+
+
+def _insert_params(instance: Model, connection: BaseDatabaseWrapper) -> list[Any]:
+    return [
+        field.get_db_prep_save(field.pre_save(instance, True), connection)
+        for field in type(instance)._meta.concrete_fields
+    ]
+
+
+def insert(*instances: Model, using: str = "default") -> None:
+    """INSERT new rows whose primary key is already set (no auto fields, no signals)."""
+    connection = connections[using]
+    with _cursor(connection) as cursor:
+        for instance in instances:
+            cursor.execute(_insert_sql(using, type(instance)), _insert_params(instance, connection))
+            instance._state.adding = False
+            instance._state.db = using

@@ -1,0 +1,62 @@
+"""Admission control: a process serves at most ``MAX_REQUESTS_IN_PROGRESS`` POSTs at once.
+
+Past the limit a new POST is refused at once with HTTP 503, ``Retry-After`` and a JSON-RPC
+error, before its body is parsed: the excess costs almost nothing and every client hears
+why. Streams are not requests in progress: a legacy ``GET`` never counts, and a
+``subscriptions/listen`` stops counting once it is acknowledged. Refusals are logged as a
+warning, at most once a second with their count.
+
+What this bounds is requests that wait (slow tools, answers from clients). Requests that only
+cost CPU run from start to end in one go, so they never pile up here: when more of them
+arrive than the process can serve, they wait before the application sees them (in the
+kernel's accept queue, ``--backlog``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..conf import get_config
+from ..protocol.constants import SERVER_BUSY
+from .http import HttpError
+
+logger = logging.getLogger("mcp_tasks.transport")
+
+#: Seconds a refused client is asked to wait (``Retry-After``).
+RETRY_AFTER = 1
+#: Seconds between two warnings about refusals.
+WARN_EVERY = 1.0
+
+
+class Admission:
+    """The POSTs in progress in this process."""
+
+    def __init__(self) -> None:
+        self.in_progress = 0
+        self.refused = 0  # since the last warning
+        self.warned_at = 0.0
+
+    def enter(self) -> None:
+        """Count one more request, or raise ``HttpError(503)`` when the process is full."""
+        limit = get_config()["MAX_REQUESTS_IN_PROGRESS"]
+        if limit is not None and self.in_progress >= limit:
+            self._refuse(f"{limit} requests in progress (MAX_REQUESTS_IN_PROGRESS)")
+        self.in_progress += 1
+
+    def leave(self) -> None:
+        self.in_progress -= 1
+
+    def _refuse(self, why: str) -> None:
+        self.refused += 1
+        now = time.monotonic()
+        if now - self.warned_at >= WARN_EVERY:
+            logger.warning("refused %d request(s) with 503: %s", self.refused, why)
+            self.refused, self.warned_at = 0, now
+        message = f"Server busy: {why}; retry after {RETRY_AFTER}s"
+        body = {"jsonrpc": "2.0", "id": None, "error": {"code": SERVER_BUSY, "message": message}}
+        raise HttpError(503, message, [(b"retry-after", str(RETRY_AFTER).encode())], body=body)
+
+
+#: One per process (the requests of every event loop of the process count together).
+admission = Admission()

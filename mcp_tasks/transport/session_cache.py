@@ -1,0 +1,61 @@
+"""Legacy sessions as a process sees them: read from the database once, then kept for
+``SESSION_CACHE_TTL`` seconds.
+
+A legacy call used to read its session row on every request. What a session holds does not
+change, except its log level and its end; both go to every process through the
+:class:`~mcp_tasks.transport.process_bus.ProcessBus`, which drops the session from every
+cache (at once in the process that changed it; the others catch up on such messages before
+they answer from the cache, one echo through the channel layer). The TTL bounds how long a change can go unseen when that message is lost (the
+channel layer's Redis restarting).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+from ..auth import Principal
+from ..conf import get_config
+from ..sessions import StoredSession, end_session, load_session
+from .process_bus import process_bus
+
+#: Sessions kept per process at most; past it, the expired ones go, or all.
+MAX_CACHED = 10_000
+
+
+async def cached_session(session_id: str, principal: Principal) -> StoredSession | None:
+    """The live session ``session_id`` owned by ``principal``, or None."""
+    bus = process_bus()
+    ttl = get_config()["SESSION_CACHE_TTL"]
+    if bus is None or not ttl:
+        return await load_session(session_id, principal)
+    await bus.start()  # first, so that no change after this read goes unheard
+    now = time.monotonic()
+    hit = bus.sessions.get(session_id)
+    if hit is not None and now - hit[0] < ttl and await bus.caught_up():
+        # caught up on what other processes changed before this request: still valid?
+        hit = bus.sessions.get(session_id)
+    else:
+        hit = None
+    if hit is not None:
+        kept = hit[1]
+        return kept if kept.principal_scope == principal.scope else None
+    changes = bus.changes
+    session = await load_session(session_id, principal)
+    if session is None or bus.changes != changes:  # a change during the read: don't keep it
+        return session
+    if len(bus.sessions) >= MAX_CACHED:
+        fresh = {key: kept for key, kept in bus.sessions.items() if now - kept[0] < ttl}
+        bus.sessions = fresh if len(fresh) < MAX_CACHED else {}
+    session.on_change = functools.partial(bus.session_changed, session.id)
+    bus.sessions[session_id] = (now, session)
+    return session
+
+
+async def end_cached_session(session_id: str, principal: Principal) -> bool:
+    """Forget a session (HTTP ``DELETE``) in the database and in every process."""
+    ended = await end_session(session_id, principal)
+    bus = process_bus()
+    if ended and bus is not None:
+        await bus.session_changed(session_id)
+    return ended

@@ -1,0 +1,82 @@
+"""Hearing task changes in an ASGI process, for the requests that wait on them.
+
+``tasks/get`` of a working task and a 2025-11-25 ``tasks/result`` wait for the task's next
+change. Instead of a channel of their own per request (with channels_redis' pub/sub layer:
+a subscription for the channel, one for the task's group, and a reader each), every request
+of a process waits through one :class:`TaskWatcher`: one channel, read by one task, joined
+to a task's group while someone waits on that task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from .. import groups
+from .layer_listener import LayerListener
+
+logger = logging.getLogger("mcp_tasks.transport")
+
+
+class TaskWait:
+    """One request's wait on one task: :meth:`changed` is set by each change after
+    :meth:`TaskWatcher.watch` returned it."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        self.changed = asyncio.Event()
+
+
+class TaskWatcher(LayerListener):
+    """The waits of one process and event loop (see the module docstring)."""
+
+    label = "task watcher"
+
+    def __init__(self, layer: Any) -> None:
+        super().__init__(layer)
+        self.channel: str | None = None
+        self.waits: dict[str, set[TaskWait]] = {}
+        self._lock = asyncio.Lock()
+        self._reader: asyncio.Task[None] | None = None
+
+    async def watch(self, task_id: str) -> TaskWait | None:
+        """Start hearing ``task_id``'s changes; call :meth:`unwatch` when done. None when the
+        channel layer cannot be reached (Redis restarting): the caller polls instead."""
+        wait = TaskWait(task_id)
+        async with self._lock:
+            if self.channel is None:
+                self.channel = await self.layer.new_channel()
+                self._reader = asyncio.ensure_future(self._read(self.channel))
+            waiting = self.waits.setdefault(task_id, set())
+            waiting.add(wait)
+            if len(waiting) == 1:
+                try:
+                    await self.layer.group_add(groups.task_group(task_id), self.channel)
+                except Exception:
+                    logger.warning("task watcher: could not watch %s", task_id, exc_info=True)
+                    del self.waits[task_id]
+                    return None
+        return wait
+
+    async def unwatch(self, wait: TaskWait) -> None:
+        async with self._lock:
+            waiting = self.waits.get(wait.task_id)
+            if waiting is None:
+                return
+            waiting.discard(wait)
+            if not waiting:
+                del self.waits[wait.task_id]
+                with contextlib.suppress(Exception):  # the layer may be going away
+                    await self.layer.group_discard(groups.task_group(wait.task_id), self.channel)
+
+    def heard(self, message: dict[str, Any]) -> None:
+        if message.get("type") == "mcp.task":
+            for wait in self.waits.get(str(message.get("task_id")), ()):
+                wait.changed.set()
+
+
+def task_watcher() -> TaskWatcher | None:
+    """The watcher of the running event loop; None without a channel layer."""
+    return TaskWatcher.of_running_loop()

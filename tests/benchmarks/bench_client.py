@@ -1,0 +1,203 @@
+"""The benchmark's client: raw modern-era MCP (2026-07-28, tasks extension) over httpx
+``AsyncClient``, the same for every server, with one poll schedule.
+
+Poll schedule (what fastmcp-tasks' own client does): the first ``tasks/get`` right after the
+``CreateTaskResult``, then after 20 ms, 40 ms, 80 ms…, each wait capped by the task's
+``pollIntervalMs`` (0.5 s when the server gives none).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+
+from tests.worker_fixtures import TASKS_EXTENSION, envelope, headers_for, parse_messages
+
+#: What the client declares in every request: the tasks extension and form elicitation.
+CAPABILITIES: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}}}
+FIRST_POLL_DELAY = 0.020
+DEFAULT_POLL_CAP = 0.5
+TERMINAL = ("completed", "failed", "cancelled")
+SHARD = 10  # connections per httpx.AsyncClient
+ANSWER = "bench"
+
+Task = dict[str, Any]
+
+
+class BenchError(RuntimeError):
+    """A server answered something other than what the benchmark expects."""
+
+
+class BenchClient:
+    """Drives one server's ``/mcp`` with up to ``in_flight`` connections.
+
+    They are spread over several ``AsyncClient`` objects of :data:`SHARD` connections each,
+    and each request goes to the least busy one: httpcore's pool looks at every one of its
+    connections for every request, so one client with 100 connections spends milliseconds
+    of CPU per request on that alone, on the cores the servers need.
+    """
+
+    def __init__(self, mcp_url: str, *, in_flight: int = 100, task_timeout: float = 300) -> None:
+        self.mcp_url = mcp_url
+        self.task_timeout = task_timeout
+        size = min(SHARD, in_flight)
+        # Idle connections are dropped before uvicorn's 5 s keep-alive timeout closes them: a
+        # request sent on a connection the server is closing fails with ReadError.
+        limits = httpx.Limits(
+            max_connections=size, max_keepalive_connections=size, keepalive_expiry=2.0
+        )
+        self.shards = [
+            httpx.AsyncClient(timeout=120, limits=limits) for _ in range(-(-in_flight // size))
+        ]
+        self.busy = [0] * len(self.shards)
+        self.sent: Counter[str] = Counter()  # requests sent, by method
+
+    async def aclose(self) -> None:
+        for shard in self.shards:
+            await shard.aclose()
+
+    async def post(self, body: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
+        """POST on the least busy shard."""
+        index = min(range(len(self.shards)), key=self.busy.__getitem__)
+        self.busy[index] += 1
+        try:
+            return await self.shards[index].post(self.mcp_url, json=body, headers=headers)
+        finally:
+            self.busy[index] -= 1
+
+    async def request(self, method: str, params: dict[str, Any], name: str | None) -> Task:
+        """POST one request; its ``result`` (a JSON-RPC error raises :class:`BenchError`)."""
+        body = envelope(method, params, caps=CAPABILITIES)
+        self.sent[method] += 1
+        response = await self.post(body, headers_for(method, name))
+        messages = parse_messages(response)
+        if not messages or "result" not in messages[-1]:
+            raise BenchError(f"{method}: HTTP {response.status_code} {response.text[:500]}")
+        result: Task = messages[-1]["result"]
+        return result
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> Task:
+        return await self.request("tools/call", {"name": tool, "arguments": arguments}, tool)
+
+    async def start(self, tool: str, arguments: dict[str, Any]) -> Task:
+        """``tools/call`` that must create a task; the ``CreateTaskResult``."""
+        created = await self.call(tool, arguments)
+        if created.get("resultType") != "task":
+            raise BenchError(f"{tool} did not create a task: {created}")
+        return created
+
+    async def get(self, task_id: str) -> Task:
+        return await self.request("tasks/get", {"taskId": task_id}, task_id)
+
+    async def poll(self, task: Task, done: Callable[[Task], bool]) -> Task:
+        """``tasks/get`` on the schedule until ``done(task)``; a terminal state that is not
+        ``done`` or the timeout raises."""
+        task_id = task["taskId"]
+        delay = FIRST_POLL_DELAY
+        deadline = time.monotonic() + self.task_timeout
+        while True:
+            task = await self.get(task_id)
+            if done(task):
+                return task
+            if task["status"] in TERMINAL:
+                raise BenchError(f"task {task_id} ended {task['status']}: {task}")
+            if time.monotonic() > deadline:
+                raise BenchError(f"task {task_id} not done after {self.task_timeout:g}s: {task}")
+            cap = task.get("pollIntervalMs")
+            await asyncio.sleep(min(delay, cap / 1000 if cap else DEFAULT_POLL_CAP))
+            delay *= 2
+
+    async def trivial_task(self, n: int) -> None:
+        """``trivial_task(n)`` from the call to its result."""
+        task = await self.poll(await self.start("trivial_task", {"n": n}), is_completed)
+        if text_of(task["result"]) != str(n):
+            raise BenchError(f"unexpected trivial_task result {task}")
+
+    async def question_round_trip(self, _: int = 0) -> None:
+        """``bench_ask``: call → ``input_required`` → ``tasks/update`` → ``completed``."""
+        task = await self.poll(await self.start("bench_ask", {}), is_asking)
+        answers = {
+            key: {"action": "accept", "content": {"value": ANSWER}} for key in task["inputRequests"]
+        }
+        await self.request(
+            "tasks/update", {"taskId": task["taskId"], "inputResponses": answers}, task["taskId"]
+        )
+        task = await self.poll(task, is_completed)
+        if text_of(task["result"]) != ANSWER:
+            raise BenchError(f"unexpected bench_ask result {task}")
+
+    async def park(self, _: int = 0) -> str:
+        """Start ``bench_ask`` and wait until it asks; its task id (left unanswered)."""
+        task = await self.poll(await self.start("bench_ask", {}), is_asking)
+        return str(task["taskId"])
+
+    async def completed_task(self) -> str:
+        """The id of a completed ``trivial_task``."""
+        task = await self.poll(await self.start("trivial_task", {"n": 1}), is_completed)
+        return str(task["taskId"])
+
+    async def add(self, n: int) -> None:
+        """The plain tool ``add``."""
+        result = await self.call("add", {"a": n, "b": 1})
+        if text_of(result) != str(n + 1):
+            raise BenchError(f"unexpected add result {result}")
+
+    async def task_pid(self) -> int:
+        """The pid of the process that ran a ``bench_pid`` task (peer only)."""
+        task = await self.poll(await self.start("bench_pid", {}), is_completed)
+        return int(text_of(task["result"]))
+
+
+def is_completed(task: Task) -> bool:
+    return bool(task["status"] == "completed")
+
+
+def is_asking(task: Task) -> bool:
+    return bool(task["status"] == "input_required" and task.get("inputRequests"))
+
+
+def text_of(result: Task) -> str:
+    """The first text content of a ``CallToolResult``."""
+    if result.get("isError"):
+        raise BenchError(f"the tool failed: {result}")
+    return str(result["content"][0]["text"])
+
+
+# -- measuring -----------------------------------------------------------------------------
+
+
+async def sequential(operation: Callable[[int], Awaitable[object]], count: int) -> list[float]:
+    """Seconds each of ``count`` runs of ``operation`` took, one after the other."""
+    samples = []
+    for i in range(count):
+        started = time.perf_counter()
+        await operation(i)
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+async def concurrent(
+    operation: Callable[[int], Awaitable[object]], count: int, in_flight: int
+) -> float:
+    """Seconds ``count`` runs of ``operation`` took with at most ``in_flight`` at once."""
+    gate = asyncio.Semaphore(in_flight)
+
+    async def one(i: int) -> None:
+        async with gate:
+            await operation(i)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(count)))
+    return time.perf_counter() - started
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    """The ``fraction`` percentile (nearest rank) of ``samples``."""
+    ordered = sorted(samples)
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]

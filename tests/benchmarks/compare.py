@@ -1,0 +1,370 @@
+"""Side-by-side benchmark: mcp_tasks against FastMCP 4 + fastmcp-tasks (and the SDK's own
+MCPServer for plain calls), driven from outside over HTTP. A script, not a test::
+
+    python tests/benchmarks/compare.py --workers 1            # the comparison, 3 rounds
+    python tests/benchmarks/compare.py --workers 2 --rounds 5
+    python tests/benchmarks/compare.py --quick --only ours    # CI smoke: seconds, no peer
+    python tests/benchmarks/compare.py tasks-get-scaling      # mcp_tasks only: tasks/get vs rows
+    python tests/benchmarks/compare.py parked --parked 1000   # mcp_tasks only: parked questions
+    python tests/benchmarks/compare.py embedded               # mcp_tasks only: ./scripts/dev mode
+
+Setup (README "Production"): a fresh PostgreSQL database (``--database-url`` names the server)
+and a private ``redis-server`` (or ``--redis-url``) shared by all servers; mcp_tasks on daphne
+with ``DJANGO_DEBUG=0`` and ``--workers`` ``manage.py rqworker mcp_tasks`` processes; the peer
+(``peers/fastmcp_tasks_server.py``, in ``.venv-bench-peer``, built on first use) on uvicorn,
+whose HTTP process runs no tasks, with ``--workers`` Docket worker processes; the SDK's
+``MCPServer`` on uvicorn. The same httpx client drives them all the same way
+(``bench_client.py``). Each round measures every server once, in turn; the tables show the
+median of the rounds. Server logs go to a temporary directory; their last lines are printed
+when something fails, and every process is stopped at the end (Ctrl-C too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import platform
+import shlex
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import FrameType
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.benchmarks import report  # noqa: E402
+from tests.benchmarks.bench_client import BenchClient, BenchError  # noqa: E402
+from tests.benchmarks.measure import Sizes, measure_stack, warm_up  # noqa: E402
+from tests.benchmarks.stacks import (  # noqa: E402
+    Stack,
+    start_embedded,
+    start_ours,
+    start_peer,
+    start_sdk,
+)
+from tests.benchmarks.submodes import run_parked, run_scaling  # noqa: E402
+from tests.conftest import _Databases, _postgres_target  # noqa: E402
+from tests.legacy_client_fixtures import build_client_venv  # noqa: E402
+from tests.worker_fixtures import RedisProcess, db_rows, free_port  # noqa: E402
+
+SERVERS = ("ours", "peer", "sdk")
+MODES = ("compare", "tasks-get-scaling", "parked", "embedded")
+ROUNDS = ("compare", "embedded")  # the modes that measure in rounds
+
+
+@dataclass
+class Services:
+    """The database and Redis the servers share."""
+
+    database_url: str
+    database: str  # "PostgreSQL 15.2", for the report
+    redis_url: str
+    redis_pid: int | None  # a private redis-server's pid (its CPU is reported)
+    redis: str
+
+
+# -- services ------------------------------------------------------------------------------
+
+
+def start_services(args: argparse.Namespace, cleanup: contextlib.ExitStack, logs: Path) -> Services:
+    database_url, database = fresh_database(args.database_url, cleanup, logs)
+    if args.redis_url:
+        redis_url, redis_pid, kind = args.redis_url, None, "given"
+    else:
+        if shutil.which("redis-server") is None:
+            sys.exit("redis-server is not installed: install it or pass --redis-url")
+        redis = RedisProcess(port=free_port(), log_path=logs / "redis.log")
+        cleanup.callback(redis.stop)
+        redis.start()
+        assert redis.process is not None
+        redis_url, redis_pid, kind = redis.url, redis.process.pid, "private redis-server"
+    version = redis_version(redis_url)
+    return Services(database_url, database, redis_url, redis_pid, f"Redis {version} ({kind})")
+
+
+def fresh_database(server_url: str, cleanup: contextlib.ExitStack, logs: Path) -> tuple[str, str]:
+    """A new migrated database on ``server_url`` (``sqlite://``: a temporary file), dropped
+    at the end, and its description."""
+    if server_url.startswith("sqlite"):
+        return _Databases(logs, None).new(), "SQLite"
+    databases = _Databases(logs, server_url)
+    cleanup.callback(databases.drop_all)
+    url = databases.new()
+    version = db_rows(url, "SHOW server_version")[0][0]
+    return url, f"PostgreSQL {str(version).split()[0]}"
+
+
+def redis_version(url: str) -> str:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        return str(client.info("server")["redis_version"])
+    finally:
+        client.close()
+
+
+# -- the comparison ------------------------------------------------------------------------
+
+
+def start_stacks(
+    args: argparse.Namespace, services: Services, cleanup: contextlib.ExitStack, logs: Path
+) -> list[Stack]:
+    stacks = []
+    if "peer" in args.only:
+        python = build_client_venv("bench-peer")
+        stacks.append(
+            start_peer(
+                cleanup, logs, python=python, redis_url=services.redis_url, workers=args.workers
+            )
+        )
+    if "ours" in args.only:
+        stacks.append(
+            start_ours(
+                cleanup,
+                logs,
+                database_url=services.database_url,
+                redis_url=services.redis_url,
+                workers=args.workers,
+                database=services.database,
+            )
+        )
+    if "sdk" in args.only:
+        stacks.append(start_sdk(cleanup, logs))
+    return stacks
+
+
+async def run_rounds(
+    stacks: list[Stack], sizes: Sizes, rounds: int, redis_pid: int | None
+) -> dict[str, dict[str, float]]:
+    """Every stack measured once per round, in turn (the order rotates); the medians."""
+    clients = {s.key: BenchClient(s.mcp_url, in_flight=sizes.in_flight) for s in stacks}
+    samples: dict[str, dict[str, list[float]]] = {s.key: {} for s in stacks}
+    try:
+        for stack in stacks:
+            await warm_up(stack, clients[stack.key])
+        for number in range(rounds):
+            shift = number % len(stacks)
+            for stack in stacks[shift:] + stacks[:shift]:
+                progress(f"round {number + 1}/{rounds}: {stack.title}")
+                values = await measure_stack(stack, clients[stack.key], sizes, redis_pid)
+                for key, value in values.items():
+                    samples[stack.key].setdefault(key, []).append(value)
+    finally:
+        for client in clients.values():
+            await client.aclose()
+    return {
+        key: {metric: statistics.median(values) for metric, values in metrics.items()}
+        for key, metrics in samples.items()
+    }
+
+
+def run_compare(
+    args: argparse.Namespace, sizes: Sizes, cleanup: contextlib.ExitStack, logs: Path
+) -> list[str]:
+    services = start_services(args, cleanup, logs)
+    stacks = start_stacks(args, services, cleanup, logs)
+    started = Started()
+    results = asyncio.run(run_rounds(stacks, sizes, args.rounds, services.redis_pid))
+    lines = header(args, stacks, services, started)
+    if {"ours", "peer"} & set(args.only):
+        lines += ["", *report.task_table(results, sizes)]
+    if "sdk" in args.only:
+        lines += ["", *report.sdk_table(results, sizes)]
+    return lines
+
+
+# -- the sub-modes (mcp_tasks only) ----------------------------------------------------------
+
+
+def run_embedded(
+    args: argparse.Namespace, sizes: Sizes, cleanup: contextlib.ExitStack, logs: Path
+) -> list[str]:
+    started = Started()
+    database_url, _ = fresh_database("sqlite://", cleanup, logs)
+    stack = start_embedded(cleanup, logs, database_url=database_url)
+    results = asyncio.run(run_rounds([stack], sizes, args.rounds, None))
+    body = report.single_table(results["embedded"], sizes, stack.title)
+    return [*header(args, [stack], None, started), "", *body]
+
+
+def run_submode(
+    args: argparse.Namespace, sizes: Sizes, cleanup: contextlib.ExitStack, logs: Path
+) -> list[str]:
+    """``tasks-get-scaling`` or ``parked`` on one mcp_tasks stack."""
+    started = Started()
+    services = start_services(args, cleanup, logs)
+    env = {"TASKS_INPUT_HOLD_WINDOW": str(args.hold_window)} if args.mode == "parked" else {}
+    stack = start_ours(
+        cleanup,
+        logs,
+        database_url=services.database_url,
+        redis_url=services.redis_url,
+        workers=args.workers,
+        database=services.database,
+        env=env,
+    )
+    if args.mode == "tasks-get-scaling":
+        if not services.database.startswith("PostgreSQL"):
+            sys.exit("tasks-get-scaling needs PostgreSQL (--database-url postgres://...)")
+        body = asyncio.run(run_scaling(stack, sizes, services.database_url))
+    else:
+        body = asyncio.run(run_parked(stack, sizes, services.redis_url, args.hold_window))
+    return [*header(args, [stack], services, started), "", *body]
+
+
+# -- report header -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Started:
+    """When the measuring started, and how busy the machine was then."""
+
+    at: float = field(default_factory=time.monotonic)
+    load: tuple[float, float, float] = field(default_factory=os.getloadavg)
+
+
+def header(
+    args: argparse.Namespace, stacks: list[Stack], services: Services | None, started: Started
+) -> list[str]:
+    lines = [
+        f"mcp_tasks benchmark: {args.mode}"
+        + (f", median of {args.rounds} interleaved round(s)" if args.mode in ROUNDS else ""),
+        f"machine: {machine()}; load average (1 min) {started.load[0]:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end",
+        *(f"setup: {stack.setup}" for stack in stacks),
+    ]
+    if services is not None:
+        lines.append(f"services: {services.database} (a fresh database), {services.redis}")
+    lines += [
+        "client: httpx AsyncClients (10 connections each) in this process; tasks/get at once, "
+        "then after 20 ms, doubling, capped by pollIntervalMs",
+        f"measured in {time.monotonic() - started.at:.0f}s; reproduce: "
+        "python tests/benchmarks/compare.py " + shlex.join(sys.argv[1:]),
+    ]
+    return lines
+
+
+def machine() -> str:
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return (
+        f"{os.cpu_count()} cores ({model or platform.machine()}), {platform.system()} "
+        f"{platform.release()}, Python {platform.python_version()}"
+    )
+
+
+def progress(message: str) -> None:
+    print(f"[compare] {message}", file=sys.stderr, flush=True)
+
+
+# -- command line --------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("mode", nargs="?", default="compare", choices=MODES)
+    parser.add_argument("--workers", type=int, default=1, help="worker processes per server")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument("--quick", action="store_true", help="1 round, few iterations (CI)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="ours|peer|sdk",
+        help="servers to measure (repeat or comma-separate; default all)",
+    )
+    parser.add_argument(
+        "--database-url",
+        default=_postgres_target(),
+        help="PostgreSQL server to create the database on (default %(default)s: DATABASE_URL "
+        "when that is PostgreSQL, else the local server); "
+        "sqlite:// for a temporary SQLite file",
+    )
+    parser.add_argument("--redis-url", help="use this Redis instead of a private redis-server")
+    parser.add_argument("--parked", type=int, help="parked: tasks to park (default 1000)")
+    parser.add_argument(
+        "--hold-window",
+        type=float,
+        default=0.1,
+        help="parked: INPUT_HOLD_WINDOW of the server, seconds (default 0.1)",
+    )
+    parser.add_argument(
+        "--rows",
+        help="tasks-get-scaling: comma-separated table sizes (default 1000,100000,1000000)",
+    )
+    args = parser.parse_args(argv)
+    only = [name for item in args.only or SERVERS for name in item.split(",") if name]
+    if unknown := set(only) - set(SERVERS):
+        parser.error(f"--only: unknown server(s) {', '.join(sorted(unknown))}")
+    args.only = [name for name in SERVERS if name in only]
+    if args.quick:
+        args.rounds = 1
+    return args
+
+
+def sizes_for(args: argparse.Namespace) -> Sizes:
+    sizes = Sizes.quick() if args.quick else Sizes()
+    if args.parked:
+        sizes = replace(sizes, parked=args.parked)
+    if args.rows:
+        sizes = replace(sizes, scaling=tuple(int(n) for n in args.rows.split(",")))
+    return sizes
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C: the ``finally`` blocks stop every process."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def print_logs(logs: Path) -> None:
+    for log in sorted(logs.glob("*.log")):
+        lines = log.read_text(errors="replace").splitlines()[-30:]
+        print(f"--- {log.name} (last lines)", *lines, sep="\n", file=sys.stderr)
+
+
+def main() -> None:
+    args = parse_args()
+    sizes = sizes_for(args)
+    logs = Path(tempfile.mkdtemp(prefix="bench-compare-"))
+    try:
+        with interruptible(), contextlib.ExitStack() as cleanup:
+            run = {"compare": run_compare, "embedded": run_embedded}.get(args.mode, run_submode)
+            lines = run(args, sizes, cleanup, logs)
+            progress("stopping the servers")
+    except KeyboardInterrupt:
+        progress(f"interrupted; logs kept in {logs}")
+        raise SystemExit(130) from None
+    except (BenchError, Exception):
+        print_logs(logs)
+        progress(f"failed; logs kept in {logs}")
+        raise
+    print("\n".join(lines))
+    shutil.rmtree(logs, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

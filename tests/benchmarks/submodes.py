@@ -1,0 +1,187 @@
+"""The sub-modes of ``compare.py`` the engine work needs (mcp_tasks only).
+
+- ``tasks-get-scaling``: ``tasks/get`` p50 of one completed task while the task table holds
+  1k, 100k and 1M rows. The filler rows are copies of that task's row with other ids and
+  other principals, bulk-inserted by one ``INSERT … SELECT … generate_series`` each (every
+  column is copied as it is, so the filler follows the schema);
+- ``parked``: N tasks waiting on a question (the server's ``INPUT_HOLD_WINDOW`` is short, so
+  the workers let go of them); the workers' memory (RSS, PSS) before and after, and the
+  latency of an unrelated trivial task with them parked against without: right after
+  parking (with ``--hold-window`` longer than the parking, while every one of them waits in
+  its hold window) and once the workers let go of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tests.benchmarks.bench_client import (
+    BenchClient,
+    BenchError,
+    concurrent,
+    percentile,
+    sequential,
+)
+from tests.benchmarks.measure import Sizes, warm_up
+from tests.benchmarks.report import number, render
+from tests.benchmarks.stacks import Stack, memory_bytes
+from tests.worker_fixtures import db_execute, db_rows, job_ids
+
+TASK_TABLE = "mcp_tasks_task"
+#: Columns the filler rows do not copy from the template row.
+FILLER_COLUMNS = {
+    "id": "'bench-filler-' || g",
+    "principal_scope": "'bench-filler-principal-' || mod(g, 1000)",
+}
+MB = 1024 * 1024
+
+
+# -- tasks-get-scaling ---------------------------------------------------------------------------
+
+
+def fill_tasks(database_url: str, template_id: str, total: int) -> None:
+    """Copy task ``template_id`` until the task table holds ``total`` rows; ANALYZE."""
+    count = int(db_rows(database_url, f"SELECT COUNT(*) FROM {TASK_TABLE}")[0][0])
+    if count < total:
+        columns = task_columns(database_url)
+        values = ", ".join(FILLER_COLUMNS.get(column, f't."{column}"') for column in columns)
+        names = ", ".join(f'"{column}"' for column in columns)
+        db_execute(
+            database_url,
+            f"INSERT INTO {TASK_TABLE} ({names}) SELECT {values} FROM {TASK_TABLE} t "
+            "CROSS JOIN generate_series(%s::bigint, %s::bigint) AS g WHERE t.id = %s",
+            (count + 1, total, template_id),
+        )
+    db_execute(database_url, f"ANALYZE {TASK_TABLE}")
+
+
+def task_columns(database_url: str) -> list[str]:
+    rows = db_rows(
+        database_url,
+        "SELECT column_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND table_name = %s ORDER BY ordinal_position",
+        (TASK_TABLE,),
+    )
+    columns = [str(row[0]) for row in rows]
+    if missing := set(FILLER_COLUMNS) - set(columns):
+        raise BenchError(f"{TASK_TABLE} has no column {missing}: update FILLER_COLUMNS")
+    return columns
+
+
+async def run_scaling(stack: Stack, sizes: Sizes, database_url: str) -> list[str]:
+    client = BenchClient(stack.mcp_url, in_flight=sizes.in_flight)
+    rows: list[list[str]] = []
+    p50s: list[float] = []
+    try:
+        await warm_up(stack, client)
+        task_id = await client.completed_task()
+        await sequential(lambda _: client.get(task_id), 20)  # warm, not measured
+        for total in sizes.scaling:
+            started = time.monotonic()
+            await asyncio.to_thread(fill_tasks, database_url, task_id, total)
+            filled = time.monotonic() - started
+            samples = await sequential(lambda _: client.get(task_id), sizes.gets)
+            p50s.append(percentile(samples, 0.5) * 1000)
+            p90 = percentile(samples, 0.9) * 1000
+            rows.append([f"{total:,}", number(p50s[-1]), number(p90), f"{filled:.0f}"])
+    finally:
+        await client.aclose()
+    stack.check_alive()
+    return [
+        *render(["task rows", "tasks/get p50 (ms)", "p90 (ms)", "filled in (s)"], rows),
+        f"max/min p50 ratio: {max(p50s) / min(p50s):.2f}x ({sizes.gets} sequential "
+        "tasks/get of one completed task per size; filler rows belong to 1000 other principals)",
+    ]
+
+
+# -- parked --------------------------------------------------------------------------------------
+
+
+MEMORY_ROWS = (
+    "worker RSS (MB), workers and their children",
+    "worker PSS (MB), workers and their children",
+    "HTTP process RSS (MB)",
+)
+
+
+def memory(stack: Stack) -> list[float]:
+    """The :data:`MEMORY_ROWS` of ``stack``."""
+    workers = stack.pids()[1:]
+    return [
+        sum(memory_bytes(pid) for pid in workers) / MB,
+        sum(memory_bytes(pid, "Pss") for pid in workers) / MB,
+        memory_bytes(stack.pids()[0]) / MB,
+    ]
+
+
+async def settled_memory(stack: Stack) -> list[float]:
+    """:func:`memory` once the last job's work-horse (if any) is gone."""
+    await asyncio.sleep(1.0)
+    return memory(stack)
+
+
+async def wait_released(redis_url: str, hold_window: float, timeout: float = 600) -> None:
+    """Until the hold window has passed and no job is queued (the workers let go)."""
+    await asyncio.sleep(hold_window + 1.0)
+    deadline = time.monotonic() + timeout
+    while await asyncio.to_thread(job_ids, redis_url):
+        if time.monotonic() > deadline:
+            raise BenchError("jobs still queued after the parked tasks asked their questions")
+        await asyncio.sleep(0.2)
+
+
+async def park_all(client: BenchClient, sizes: Sizes) -> list[str]:
+    task_ids: list[str] = []
+
+    async def park(_: int) -> None:
+        task_ids.append(await client.park())
+
+    await concurrent(park, sizes.parked, sizes.in_flight)
+    return task_ids
+
+
+async def run_parked(stack: Stack, sizes: Sizes, redis_url: str, hold_window: float) -> list[str]:
+    client = BenchClient(stack.mcp_url, in_flight=sizes.in_flight)
+    try:
+        await warm_up(stack, client)
+        unloaded = await sequential(client.trivial_task, sizes.latency)
+        before = await settled_memory(stack)
+        started = time.monotonic()
+        task_ids = await park_all(client, sizes)
+        parking = time.monotonic() - started
+        # While the last of them may still be in their hold window (a long window: all).
+        held = await sequential(client.trivial_task, sizes.latency)
+        await wait_released(redis_url, hold_window)
+        after = await settled_memory(stack)
+        loaded = await sequential(client.trivial_task, sizes.latency)
+        still = [(await client.get(task_id))["status"] for task_id in task_ids[:20]]
+    finally:
+        await client.aclose()
+    stack.check_alive()
+    if set(still) != {"input_required"}:
+        raise BenchError(f"parked tasks did not stay input_required: {still}")
+    unloaded_p50, held_p50, loaded_p50 = (
+        percentile(samples, 0.5) * 1000 for samples in (unloaded, held, loaded)
+    )
+    rows = [
+        *(
+            [label, number(b), number(a)]
+            for label, b, a in zip(MEMORY_ROWS, before, after, strict=True)
+        ),
+        [
+            f"trivial task call → result p50 (ms), {sizes.latency} sequential",
+            number(unloaded_p50),
+            number(loaded_p50),
+        ],
+        [
+            "  the same, right after parking (in their hold window)",
+            number(unloaded_p50),
+            number(held_p50),
+        ],
+    ]
+    return [
+        *render(["metric", "nothing parked", f"{len(task_ids):,} parked"], rows),
+        f"parking {len(task_ids):,} tasks ({sizes.in_flight} in flight) took {parking:.0f}s; "
+        f"INPUT_HOLD_WINDOW {hold_window:g}s",
+    ]

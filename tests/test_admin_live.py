@@ -1,0 +1,233 @@
+"""The live admin's WebSocket consumer (``mcp_tasks.admin_live``): who may connect, and the
+events it forwards. Real admin sessions, the configured channel layer (in-memory, or Redis
+with ``REDIS_URL``), the task service writing for real."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import Permission, User
+from django.db import connections
+from django.test import Client, override_settings
+
+from mcp_tasks.admin_live import REFUSED
+from mcp_tasks.asgi import admin_live_application, mcp_application
+from mcp_tasks.db import db
+from mcp_tasks.models import Task
+from mcp_tasks.tasks import embedded, service
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LIVE = "/mcp-tasks/admin-live/"
+SETTINGS = {"EMBEDDED_WORKER": True, "ADMIN_LIVE_PATH": LIVE}
+SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+TIMEOUT = 5
+
+
+@pytest.fixture(autouse=True)
+def live_on() -> Any:
+    with override_settings(MCP_TASKS=SETTINGS):
+        embedded.connection().flushall()
+        yield
+        embedded.connection().flushall()
+
+
+@pytest.fixture(autouse=True)
+async def close_thread_connections() -> AsyncIterator[None]:
+    """The ORM thread of ``db()`` keeps its connection: close it, or the test database
+    cannot be dropped."""
+    yield
+    await sync_to_async(connections.close_all, thread_sensitive=True)()
+
+
+def session_cookie(user: User | None) -> bytes:
+    if user is None:
+        return b""
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+def staff(name: str, *perms: str) -> User:
+    user = User.objects.create_user(name, is_staff=True)
+    for codename in perms:
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label="mcp_tasks", codename=codename)
+        )
+    return user
+
+
+async def open_socket(
+    user: User | None, origin: bytes = b"http://testserver"
+) -> tuple[WebsocketCommunicator, bool, Any]:
+    cookie = await sync_to_async(session_cookie)(user)
+    headers = [(b"host", b"testserver"), (b"origin", origin)]
+    if cookie:
+        headers.append((b"cookie", cookie))
+    application = admin_live_application()
+    communicator = WebsocketCommunicator(application, LIVE, headers=headers)
+    connected, code = await communicator.connect(timeout=TIMEOUT)
+    return communicator, connected, code
+
+
+@pytest.fixture
+async def operator_socket() -> AsyncIterator[WebsocketCommunicator]:
+    olga = await sync_to_async(staff)("olga", "view_task", "answer_inputrequest")
+    communicator, connected, _ = await open_socket(olga)
+    assert connected
+    yield communicator
+    await communicator.disconnect()
+
+
+def new_task() -> Task:
+    return service.create_task(
+        service.NewTask(
+            tool_name="long_report",
+            arguments={},
+            principal_scope="user:9",
+            era="modern",
+            protocol_version="2026-07-28",
+            client_info={},
+            client_capabilities={},
+        )
+    )
+
+
+def ask(task_id: str) -> None:
+    params = {"message": "Proceed?", "requestedSchema": SCHEMA}
+    service.ask(task_id, 1, "elicitation/create", params, "w", "ok")
+
+
+async def next_event(communicator: WebsocketCommunicator) -> dict[str, Any]:
+    event: dict[str, Any] = await communicator.receive_json_from(timeout=TIMEOUT)
+    return event
+
+
+# -- who may connect --------------------------------------------------------------------------
+
+
+async def test_a_visitor_without_a_session_is_refused() -> None:
+    _, connected, code = await open_socket(None)
+    assert (connected, code) == (False, REFUSED)
+
+
+async def test_staff_who_may_not_see_tasks_are_refused() -> None:
+    nobody = await sync_to_async(staff)("nobody")
+    _, connected, code = await open_socket(nobody)
+    assert (connected, code) == (False, REFUSED)
+
+
+async def test_a_user_who_is_not_staff_is_refused() -> None:
+    user = await sync_to_async(staff)("nora", "view_task")
+    await User.objects.filter(pk=user.pk).aupdate(is_staff=False)
+    _, connected, code = await open_socket(user)
+    assert (connected, code) == (False, REFUSED)
+
+
+async def test_another_sites_page_is_refused() -> None:
+    olga = await sync_to_async(staff)("olga", "view_task")
+    _, connected, _ = await open_socket(olga, origin=b"https://evil.example")
+    assert connected is False
+
+
+async def test_staff_who_may_view_tasks_are_accepted() -> None:
+    viewer = await sync_to_async(staff)("victor", "view_task")
+    communicator, connected, _ = await open_socket(viewer)
+    assert connected
+    await communicator.disconnect()
+
+
+# -- what it forwards -------------------------------------------------------------------------
+
+
+async def test_a_new_task_is_announced(operator_socket: WebsocketCommunicator) -> None:
+    task = await db(new_task)()
+    assert await next_event(operator_socket) == {"event": "task_created", "task_id": task.id}
+
+
+async def test_questions_asked_and_answered_are_announced(
+    operator_socket: WebsocketCommunicator,
+) -> None:
+    task = await db(new_task)()
+    await next_event(operator_socket)  # created
+    await db(ask)(task.id)
+    events = [await next_event(operator_socket) for _ in range(2)]
+    assert {"event": "question_asked", "task_id": task.id} in events
+    assert {"event": "task_status_changed", "task_id": task.id} in events
+    answered = await db(service.answer)(
+        task.id, "ok", {"action": "decline"}, principal_scope=None, answered_by="client"
+    )
+    assert answered
+    events = [await next_event(operator_socket) for _ in range(2)]
+    assert {"event": "question_answered", "task_id": task.id} in events
+
+
+async def test_a_new_log_line_is_announced(operator_socket: WebsocketCommunicator) -> None:
+    task = await db(new_task)()
+    await next_event(operator_socket)  # created
+    await db(service.add_log)(task.id, "info", "tool", "a line")
+    assert await next_event(operator_socket) == {"event": "task_logged", "task_id": task.id}
+
+
+async def test_progress_reaches_only_pages_that_watch_the_task(
+    operator_socket: WebsocketCommunicator,
+) -> None:
+    watched, other = await db(new_task)(), await db(new_task)()
+    for _ in range(2):
+        await next_event(operator_socket)  # created, created
+    await operator_socket.send_json_to({"watch": [watched.id]})
+    assert await next_event(operator_socket) == {"event": "watching", "count": 1}
+    await db(service.report_progress)(other.id, 1, 4, "other")
+    await db(service.report_progress)(watched.id, 2, 4, "half")
+    assert await next_event(operator_socket) == {
+        "event": "task_changed",
+        "task_id": watched.id,
+        "status": "working",
+    }
+    assert await operator_socket.receive_nothing(timeout=0.3)
+
+
+async def test_a_page_stops_hearing_of_tasks_it_no_longer_shows(
+    operator_socket: WebsocketCommunicator,
+) -> None:
+    task = await db(new_task)()
+    await next_event(operator_socket)
+    await operator_socket.send_json_to({"watch": [task.id]})
+    await next_event(operator_socket)
+    await operator_socket.send_json_to({"watch": []})
+    assert await next_event(operator_socket) == {"event": "watching", "count": 0}
+    await db(service.report_progress)(task.id, 1, 4, "quarter")
+    assert await operator_socket.receive_nothing(timeout=0.3)
+
+
+async def test_nonsense_from_the_page_is_ignored(operator_socket: WebsocketCommunicator) -> None:
+    await operator_socket.send_json_to(["not", "an", "object"])
+    await operator_socket.send_json_to({"watch": "not-a-list"})
+    await operator_socket.send_json_to({"watch": [1, None, "x" * 65]})
+    assert await next_event(operator_socket) == {"event": "watching", "count": 0}
+
+
+# -- routing ----------------------------------------------------------------------------------
+
+
+def test_without_a_live_path_no_websocket_is_routed() -> None:
+    with override_settings(MCP_TASKS={"ADMIN_LIVE_PATH": None}):
+        assert admin_live_application() is None
+        assert "websocket" not in mcp_application(lambda *a: None).application_mapping
+
+
+def test_with_a_live_path_mcp_application_routes_the_websocket() -> None:
+    assert "websocket" in mcp_application(lambda *a: None).application_mapping
+
+
+def test_while_the_live_admin_is_off_nothing_listens_to_the_service() -> None:
+    from mcp_tasks import signals
+
+    assert signals.task_created.has_listeners(Task)
+    with override_settings(MCP_TASKS={}):
+        for signal in (signals.task_created, signals.task_status_changed, signals.question_asked):
+            assert not signal.has_listeners(Task)

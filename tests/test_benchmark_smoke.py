@@ -1,0 +1,120 @@
+"""Smoke tests of the benchmark driver (``tests/benchmarks/compare.py``): its quick modes
+start the servers, measure and print a complete table. They never assert on times (CI
+machines vary); the real runs are ``compare.py`` without ``--quick``."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.benchmarks.report import MISSING, PLAIN_ROWS, TASK_ROWS
+from tests.conftest import ROOT
+
+COMPARE = ROOT / "tests" / "benchmarks" / "compare.py"
+TIMEOUT = 300
+
+
+def run_compare(*args: str) -> str:
+    """Run compare.py; its standard output (the test fails with both outputs on an error)."""
+    done = subprocess.run(
+        [sys.executable, str(COMPARE), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, f"compare.py {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def table(output: str) -> list[list[str]]:
+    """The cells of the first Markdown table in ``output`` (header and rule left out)."""
+    rows = [line for line in output.splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]]
+
+
+def is_number(cell: str) -> bool:
+    try:
+        float(cell.replace(",", ""))
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.redis
+@pytest.mark.postgres
+@pytest.mark.live
+def test_quick_comparison_prints_a_number_for_every_metric(
+    request: pytest.FixtureRequest, postgres_url: str
+) -> None:
+    args = ["--quick", "--only", "ours", "--database-url", postgres_url]
+    if shutil.which("redis-server") is None:  # then Redis CPU is not measured
+        args += ["--redis-url", request.getfixturevalue("redis_url")]
+    output = run_compare(*args)
+
+    rows = table(output)
+    assert len(rows) == len(TASK_ROWS) + len(PLAIN_ROWS) + 1, output
+    for label, peer, ours, ratio in rows:
+        assert (peer, ratio) == (MISSING, MISSING), output  # the peer was not asked for
+        assert is_number(ours) or ("Redis" in label and "--redis-url" in args), output
+    assert "reproduce: python tests/benchmarks/compare.py --quick --only ours" in output
+
+
+@pytest.mark.live
+def test_quick_embedded_mode_prints_a_number_for_every_metric() -> None:
+    output = run_compare("embedded", "--quick")
+
+    rows = table(output)
+    no_redis_no_workers = 3  # rows the one process of embedded mode has no figures for
+    assert len(rows) == len(TASK_ROWS) + len(PLAIN_ROWS) + 1 - no_redis_no_workers, output
+    assert all(is_number(value) for _, value in rows), output
+
+
+LEGACY_LOAD = ROOT / "tests" / "benchmarks" / "legacy_load.py"
+LEGACY_LOAD_METRICS = (
+    "legacy calls answered / offered",
+    "legacy latency p95 (ms)",
+    "separate client's p50 / p95 (ms)",
+    "server CPU per modern call (ms)",
+    "server CPU per legacy call (ms)",
+    "legacy / modern CPU",
+    "GET streams still open after the run",
+    "burst: reset or no response",
+    "overload: served / refused 503 + Retry-After / dropped",
+)
+#: Rows without a number when nothing was refused (a fast machine serves the quick overload).
+LEGACY_LOAD_MAYBE_EMPTY = ("overload: 503 answer p50 / p95 (ms)",)
+
+
+@pytest.mark.redis
+@pytest.mark.postgres
+@pytest.mark.live
+def test_quick_legacy_load_prints_every_metric_next_to_its_target(
+    request: pytest.FixtureRequest, postgres_url: str
+) -> None:
+    args = ["--quick", "--database-url", postgres_url]
+    if shutil.which("redis-server") is None:
+        args += ["--redis-url", request.getfixturevalue("redis_url")]
+    done = subprocess.run(
+        [sys.executable, str(LEGACY_LOAD), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, f"legacy_load.py:\n{done.stdout}\n{done.stderr}"
+
+    rows = {metric: (measured, target) for metric, measured, target, _ in table(done.stdout)}
+    for metric in LEGACY_LOAD_METRICS:
+        assert metric in rows, done.stdout
+        assert any(ch.isdigit() for ch in rows[metric][0]), done.stdout
+    assert all(metric in rows for metric in LEGACY_LOAD_MAYBE_EMPTY), done.stdout
+    assert rows["legacy latency p95 (ms)"][1] == "≤ 50"
+    assert rows["legacy / modern CPU"][1] == "≤ 1.5"
+    assert rows["burst: reset or no response"][1] == "0"
+    assert "reproduce: python tests/benchmarks/legacy_load.py --quick" in done.stdout

@@ -1,0 +1,167 @@
+"""The hot-path SQL of ``mcp_tasks.tasks.rows`` reads and writes rows exactly as the ORM does
+(on SQLite and on PostgreSQL)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.forms.models import model_to_dict
+from django.utils import timezone
+
+from mcp_tasks.models import Task, TaskSnapshot
+from mcp_tasks.tasks import rows
+
+pytestmark = pytest.mark.django_db
+
+RESULT = {"content": [{"type": "text", "text": "é ✓ \\n"}], "structuredContent": {"a": [1, 2.5]}}
+
+
+def make_task(**fields: Any) -> Task:
+    now = timezone.now()
+    task = Task.objects.create(
+        id=fields.pop("id", "task-1"),
+        principal_scope="client:alice",
+        tool_name="trivial_task",
+        arguments={"n": 1, "nested": {"x": [True, None]}},
+        origin_request_id=42,
+        ttl_ms=60_000,
+        expires_at=now + timedelta(minutes=1),
+        created_at=now,
+        updated_at=now,
+        **fields,
+    )
+    TaskSnapshot.objects.create(
+        task=task,
+        era="modern",
+        protocol_version="2026-07-28",
+        client_info={"name": "unit"},
+        client_capabilities={"extensions": {}},
+        progress_token="p-1",
+        prior_answers={"prepared": {"k": "v"}},
+    )
+    return task
+
+
+def test_task_of_reads_the_row_as_the_orm_does() -> None:
+    make_task()
+    read = rows.task_of("task-1", "client:alice")
+    assert read is not None
+    assert model_to_dict(read) == model_to_dict(Task.objects.get(pk="task-1"))
+    assert read.created_at == Task.objects.get(pk="task-1").created_at
+    assert read.created_at.tzinfo is not None
+
+
+def test_task_of_another_principal_or_an_unknown_id_is_none() -> None:
+    make_task()
+    assert rows.task_of("task-1", "client:mallory") is None
+    assert rows.task_of("no-such-task", "client:alice") is None
+
+
+def test_locked_task_checks_the_owner_only_when_asked() -> None:
+    make_task()
+    with transaction.atomic():
+        assert rows.locked_task("task-1", "client:mallory") is None
+        owned = rows.locked_task("task-1", "client:alice")
+        assert owned is not None and owned.pk == "task-1"
+        anyone = rows.locked_task("task-1")
+        assert anyone is not None and anyone.principal_scope == "client:alice"
+
+
+def test_a_task_is_found_by_its_primary_key_whatever_its_owner_has() -> None:
+    """One principal with many tasks: the lookup reads one row (no scan of its tasks)."""
+    for number in range(300):
+        make_task(id=f"task-{number}")
+    explain = "EXPLAIN" if connection.vendor == "postgresql" else "EXPLAIN QUERY PLAN"
+    with connection.cursor() as cursor:
+        cursor.execute(f"{explain} {rows._task_sql('default', False)}", ["task-7"])
+        plan = " ".join(str(line[-1]) for line in cursor.fetchall()).lower()
+    assert "principal_scope" not in plan
+    # PostgreSQL: the primary key or its ``_like`` twin on ``id``; SQLite: its autoindex.
+    assert any(index in plan for index in ("task_pkey", "task_id_", "autoindex")), plan
+
+
+def test_task_with_snapshot_loads_both_rows() -> None:
+    make_task()
+    with_snapshot = rows.task_with_snapshot("task-1")
+    assert with_snapshot is not None
+    stored = TaskSnapshot.objects.get(pk="task-1")
+    assert model_to_dict(with_snapshot.snapshot) == model_to_dict(stored)
+    assert with_snapshot.snapshot.progress_token == "p-1"
+    assert rows.task_with_snapshot("no-such-task") is None
+
+
+def test_update_task_writes_values_as_the_orm_does_and_only_when_the_condition_holds() -> None:
+    make_task()
+    now = timezone.now()
+    changes = {"status": "completed", "result": RESULT, "error": None, "finished_at": now}
+    assert rows.update_task("task-1", {"status": "failed"}, changes) is False
+    assert Task.objects.get(pk="task-1").status == "working"
+    assert rows.update_task("task-1", {"status": "working"}, changes) is True
+    stored = Task.objects.get(pk="task-1")
+    assert (stored.status, stored.result, stored.error) == ("completed", RESULT, None)
+    assert stored.finished_at == now
+
+
+def test_insert_stores_rows_the_orm_reads_back_unchanged() -> None:
+    now = timezone.now()
+    task = Task(
+        id="task-2",
+        principal_scope="anonymous",
+        tool_name="trivial_task",
+        arguments={"n": 2, "text": "é"},
+        origin_request_id="call-9",
+        created_at=now,
+        updated_at=now,
+    )
+    snapshot = TaskSnapshot(task=task, era="legacy", protocol_version="2025-11-25")
+    rows.insert(task, snapshot)
+    assert not task._state.adding
+    stored = Task.objects.get(pk="task-2")
+    assert model_to_dict(stored) == model_to_dict(task)
+    assert model_to_dict(TaskSnapshot.objects.get(pk="task-2")) == model_to_dict(snapshot)
+
+
+def new_pair(task_id: str) -> tuple[Task, TaskSnapshot]:
+    now = timezone.now()
+    task = Task(
+        id=task_id,
+        principal_scope="anonymous",
+        tool_name="trivial_task",
+        arguments={"text": "é"},
+        created_at=now,
+        updated_at=now,
+    )
+    return task, TaskSnapshot(task=task, era="modern", protocol_version="2026-07-28")
+
+
+def test_insert_task_stores_the_task_and_its_snapshot() -> None:
+    task, snapshot = new_pair("task-5")
+    rows.insert_task(task, snapshot)
+    assert not task._state.adding and not snapshot._state.adding
+    assert model_to_dict(Task.objects.get(pk="task-5")) == model_to_dict(task)
+    assert model_to_dict(TaskSnapshot.objects.get(pk="task-5")) == model_to_dict(snapshot)
+
+
+def test_insert_task_stores_neither_when_the_snapshot_fails() -> None:
+    task, snapshot = new_pair("task-6")
+    snapshot.protocol_version = None  # type: ignore[assignment]  # NOT NULL
+    with pytest.raises(IntegrityError), transaction.atomic():
+        rows.insert_task(task, snapshot)
+    assert not Task.objects.filter(pk="task-6").exists()
+
+
+def test_claim_task_changes_and_reads_the_task_with_its_snapshot_when_the_condition_holds() -> None:
+    make_task()
+    now = timezone.now()
+    changes = {"worker_name": "w", "heartbeat_at": now, "updated_at": now}
+    assert rows.claim_task("task-1", {"status": "working", "runs": 1}, changes) is None
+    assert Task.objects.get(pk="task-1").worker_name == ""
+    claimed = rows.claim_task("task-1", {"status": "working", "runs": 0}, changes)
+    assert claimed is not None
+    assert model_to_dict(claimed) == model_to_dict(Task.objects.get(pk="task-1"))
+    assert claimed.worker_name == "w" and claimed.heartbeat_at == now
+    assert model_to_dict(claimed.snapshot) == model_to_dict(TaskSnapshot.objects.get(pk="task-1"))
+    assert rows.claim_task("no-such-task", {"status": "working"}, changes) is None
