@@ -7,8 +7,10 @@ dataclass or a TypedDict is asked field by field; ``None`` asks for a bare confi
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
+import functools
 import sys
 import types
 import typing
@@ -155,7 +157,7 @@ class ElicitationSpec:
             return AcceptedElicitation(data=dict(content))
         payload = content.get("value") if self.wrapped else content
         try:
-            data = TypeAdapter(self.response_type).validate_python(payload)
+            data = _adapter(self.response_type).validate_python(payload)
         except ValidationError as exc:
             raise ValueError(
                 f"elicitation answer does not match the requested type: {exc}"
@@ -163,19 +165,54 @@ class ElicitationSpec:
         return AcceptedElicitation(data=data)
 
 
+def _cache_key(response_type: Any) -> tuple[Any, str] | None:
+    """How a type is remembered: with its ``repr`` too, since typing's equality ignores order
+    (``Literal["b", "a"] == Literal["a", "b"]``) where the schema keeps it. None: unhashable."""
+    try:
+        hash(response_type)
+    except TypeError:
+        return None
+    return (response_type, repr(response_type))
+
+
+def _adapter(response_type: Any) -> TypeAdapter[Any]:
+    """A pydantic ``TypeAdapter`` for ``response_type``, built once per type (building one
+    costs far more than validating with it)."""
+    key = _cache_key(response_type)
+    return TypeAdapter(response_type) if key is None else _cached_adapter(key)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_adapter(key: tuple[Any, str]) -> TypeAdapter[Any]:
+    return TypeAdapter(key[0])
+
+
 def elicitation_spec(response_type: Any) -> ElicitationSpec:
-    """Build the ``requestedSchema`` for ``response_type`` (see the module docstring)."""
+    """Build the ``requestedSchema`` for ``response_type`` (see the module docstring).
+
+    Built once per response type; each call gets its own copy of the schema."""
+    key = _cache_key(response_type)
+    spec = _build_spec(response_type) if key is None else _cached_spec(key)
+    return dataclasses.replace(spec, requested_schema=copy.deepcopy(spec.requested_schema))
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_spec(key: tuple[Any, str]) -> ElicitationSpec:
+    return _build_spec(key[0])
+
+
+def _build_spec(response_type: Any) -> ElicitationSpec:
     if response_type is None or response_type is types.NoneType:
         return ElicitationSpec(None, {"type": "object", "properties": {}}, wrapped=False)
     if _is_scalar(response_type):
-        inner = TypeAdapter(response_type).json_schema()
+        inner = _adapter(response_type).json_schema()
         schema = {"type": "object", "properties": {"value": inner}, "required": ["value"]}
         if "$defs" in inner:  # e.g. list[SomeEnum]: hoist the definitions for _flatten
             schema["$defs"] = inner.pop("$defs")
         return ElicitationSpec(response_type, _flatten(schema), wrapped=True)
     if _is_structured(response_type):
         response_type = _pydantic_ready(response_type)
-        schema = TypeAdapter(response_type).json_schema()
+        schema = _adapter(response_type).json_schema()
         return ElicitationSpec(response_type, _flatten(schema), wrapped=False)
     raise TypeError(
         f"unsupported elicitation response type {response_type!r}: use None, str, int, float, "

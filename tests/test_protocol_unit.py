@@ -1220,6 +1220,38 @@ def test_pydantic_model_is_asked_field_by_field() -> None:
     assert elicitation_spec(Person).requested_schema["required"] == ["name", "age"]
 
 
+def test_a_response_type_asked_again_gets_a_schema_of_its_own() -> None:
+    # Specs are built once per type: a caller that changes its schema changes no other.
+    first = elicitation_spec(Person).requested_schema
+    first["properties"]["name"]["description"] = "changed"
+    first["required"].append("extra")
+    again = elicitation_spec(Person).requested_schema
+    assert again["properties"]["name"]["description"] == "Full name"
+    assert again["required"] == ["name", "age"]
+
+
+def test_literals_equal_to_typing_keep_their_own_order() -> None:
+    assert Literal["b", "a"] == Literal["a", "b"]  # typing's equality ignores the order
+    assert properties_of(Literal["b", "a"])["value"]["enum"] == ["b", "a"]
+    assert properties_of(Literal["a", "b"])["value"]["enum"] == ["a", "b"]
+
+
+def test_an_unhashable_response_type_is_still_asked() -> None:
+    class Unhashable(type):  # __eq__ without __hash__: its classes cannot be hashed
+        def __eq__(cls, other: object) -> bool:
+            return cls is other
+
+    @dataclasses.dataclass
+    class Answer(metaclass=Unhashable):
+        count: int
+
+    with pytest.raises(TypeError):
+        hash(Answer)
+    spec = elicitation_spec(Answer)
+    assert spec.requested_schema["properties"]["count"]["type"] == "integer"
+    assert spec.parse({"action": "accept", "content": {"count": 3}}).data == Answer(count=3)
+
+
 def test_dataclass_is_asked_field_by_field() -> None:
     properties = properties_of(Address)
     assert properties["city"]["type"] == "string"
