@@ -62,7 +62,10 @@ def run_task(task_id: str, run: int | None = None, server: MCPServer | None = No
 async def _run_alone(task_id: str, server: MCPServer, run: int | None) -> None:
     runtime = runtime_for_loop()
     await runtime.start()
-    await execute(task_id, server, run, runtime)
+    try:
+        await execute(task_id, server, run, runtime)
+    finally:
+        await notify.drain()  # the loop stops with the job: the last change goes out first
 
 
 class TaskBackend:

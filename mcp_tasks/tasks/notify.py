@@ -85,6 +85,15 @@ def _send_soon(coroutine: Any, task_id: str) -> None:
     sending.add_done_callback(lambda done: _sent(done, task_id))
 
 
+async def drain(timeout: float = 5.0) -> None:
+    """Wait for the messages this event loop is still sending: for a loop about to stop
+    (the one job of a forking worker's work-horse, which exits right after)."""
+    loop = asyncio.get_running_loop()
+    sending = [message for message in _pending if message.get_loop() is loop]
+    if sending:
+        await asyncio.wait(sending, timeout=timeout)
+
+
 def _sent(sending: asyncio.Task[None], task_id: str) -> None:
     _pending.discard(sending)
     if not sending.cancelled() and sending.exception() is not None:
