@@ -165,3 +165,26 @@ def test_claim_task_changes_and_reads_the_task_with_its_snapshot_when_the_condit
     assert claimed.worker_name == "w" and claimed.heartbeat_at == now
     assert model_to_dict(claimed.snapshot) == model_to_dict(TaskSnapshot.objects.get(pk="task-1"))
     assert rows.claim_task("no-such-task", {"status": "working"}, changes) is None
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements: PostgreSQL")
+def test_hot_statements_bind_on_the_server_so_postgresql_can_prepare_them() -> None:
+    """With ``OPTIONS["prepare_threshold"]`` (the example project sets it) psycopg prepares
+    the per-task statements: they must bind on the server (a client-binding cursor sends
+    new SQL text each time, which is never prepared)."""
+    make_task()
+    connection.ensure_connection()
+    raw = connection.connection
+    threshold = raw.prepare_threshold
+    raw.prepare_threshold = 0  # prepare on the first run
+    try:
+        assert rows.task_of("task-1", "client:alice") is not None
+        assert rows.task_with_snapshot("task-1") is not None
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements")
+            prepared = [statement for (statement,) in cursor.fetchall()]
+    finally:
+        raw.prepare_threshold = threshold
+    on_tasks = [s for s in prepared if Task._meta.db_table in s]
+    assert any(TaskSnapshot._meta.db_table not in s for s in on_tasks), prepared  # task_of
+    assert any(TaskSnapshot._meta.db_table in s for s in on_tasks), prepared  # with snapshot

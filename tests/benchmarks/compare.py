@@ -157,6 +157,7 @@ async def run_rounds(
             for stack in stacks[shift:] + stacks[:shift]:
                 progress(f"round {number + 1}/{rounds}: {stack.title}")
                 values = await measure_stack(stack, clients[stack.key], sizes, redis_pid)
+                progress(f"  {stack.title}: {round_summary(values)}")
                 for key, value in values.items():
                     samples[stack.key].setdefault(key, []).append(value)
     finally:
@@ -166,6 +167,18 @@ async def run_rounds(
         key: {metric: statistics.median(values) for metric, values in metrics.items()}
         for key, metrics in samples.items()
     }
+
+
+def round_summary(values: dict[str, float]) -> str:
+    """One round's headline figures, for the progress lines (the spread behind a median)."""
+    shown = [
+        ("task_p50", "task p50 {:.2f} ms"),
+        ("tasks_per_s", "{:.0f} tasks/s"),
+        ("cpu_per_task", "CPU {:.2f} ms/task"),
+        ("question_p50", "question {:.1f} ms"),
+        ("plain_per_s", "plain {:.0f}/s"),
+    ]
+    return ", ".join(text.format(values[key]) for key, text in shown if key in values)
 
 
 def run_compare(
