@@ -12,6 +12,7 @@ from django.apps import apps
 from django.conf import settings
 
 from .conf import get_config
+from .gc_freeze import freeze_startup_objects
 
 ASGIApp = Any
 
@@ -56,6 +57,7 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
         protocols["websocket"] = live
     router = ProtocolTypeRouter(protocols)
     router.mcp_tasks_path = mcp_path  # read by the system checks
+    freeze_startup_objects()  # the ASGI module is imported once, before the server starts
     return router
 
 

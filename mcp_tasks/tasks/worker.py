@@ -36,6 +36,7 @@ from rq.worker import BaseWorker, Worker, WorkerStatus
 
 from ..conf import get_config
 from ..db import db
+from ..gc_freeze import freeze_startup_objects
 from ..protocol.constants import INTERNAL_ERROR
 from ..server import mcp
 from . import service
@@ -134,6 +135,11 @@ class TaskWorker(_Maintaining, BaseWorker):
     def bootstrap(self, *args: Any, **kwargs: Any) -> None:
         super().bootstrap(*args, **kwargs)
         self._start_loop()
+        self.freeze_startup_objects()
+
+    def freeze_startup_objects(self) -> None:
+        """Keep the garbage collector off what start-up made (:mod:`mcp_tasks.gc_freeze`)."""
+        freeze_startup_objects()
 
     def _start_loop(self) -> None:
         loop = asyncio.new_event_loop()
@@ -371,6 +377,9 @@ class EmbeddedTaskWorker(TaskWorker):
     def _install_signal_handlers(self) -> None:
         return None
 
+    def freeze_startup_objects(self) -> None:
+        return None  # the ASGI process did, when its application was built
+
     def request_stop(self, signum: Any = None, frame: Any = None) -> None:
         self._stop_requested = True
 
@@ -382,6 +391,10 @@ class ForkingTaskWorker(_Maintaining, Worker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("maintenance_interval", get_config()["TASK_MAINTENANCE_INTERVAL"])
         super().__init__(*args, **kwargs)
+
+    def bootstrap(self, *args: Any, **kwargs: Any) -> None:
+        super().bootstrap(*args, **kwargs)
+        freeze_startup_objects()  # before the first fork: the work-horses share those pages
 
     def handle_work_horse_killed(self, job: Any, retpid: int, ret_val: int, rusage: Any) -> None:
         super().handle_work_horse_killed(job, retpid, ret_val, rusage)  # type: ignore[no-untyped-call]
