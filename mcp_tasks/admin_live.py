@@ -7,15 +7,23 @@ for a new task, a status change, a question asked or answered (the
 :data:`~mcp_tasks.groups.ADMIN` group), and ``task_changed`` for progress and other changes
 of the tasks the page says it shows (``{"watch": [task ids]}``). The page then fetches
 itself again through the admin's own views, which apply the user's permissions.
+
+While it is open the consumer keeps the page marked as open
+(:mod:`mcp_tasks.admin_watchers`: processes publish admin events only while some page is),
+and once every process has seen the mark it sends ``{"event": "ready"}``: the page fetches
+itself once more, for what changed before that.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from . import admin_watchers
 from .conf import get_config
 from .db import db
 from .groups import ADMIN, task_group
@@ -48,13 +56,27 @@ class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         self.watched: set[str] = set()
+        self.marking: asyncio.Task[None] | None = None
         if self.channel_layer is None or not await db(may_watch)(self.scope.get("user")):
             await self.close(code=REFUSED)
             return
         await self.channel_layer.group_add(ADMIN, self.channel_name)
         await self.accept()
+        self.marking = asyncio.ensure_future(self._keep_marked())
+
+    async def _keep_marked(self) -> None:
+        """Mark the page open until it closes; ``ready`` once every process saw the mark."""
+        await _mark_open()
+        await asyncio.sleep(admin_watchers.CHECK_EVERY)
+        await self.send_json({"event": "ready"})
+        while True:
+            await asyncio.sleep(admin_watchers.RENEW_EVERY)
+            await _mark_open()
 
     async def disconnect(self, code: int) -> None:
+        marking = getattr(self, "marking", None)
+        if marking is not None:
+            marking.cancel()
         if self.channel_layer is None:
             return
         await self.channel_layer.group_discard(ADMIN, self.channel_name)
@@ -81,3 +103,10 @@ class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(
             {"event": "task_changed", "task_id": message["task_id"], "status": message["status"]}
         )
+
+
+async def _mark_open() -> None:
+    try:
+        await sync_to_async(admin_watchers.mark_open, thread_sensitive=False)()
+    except Exception:  # Redis restarting: processes publish while they cannot tell
+        logger.warning("could not mark the live admin page open", exc_info=True)

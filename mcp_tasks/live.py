@@ -1,7 +1,8 @@
 """Live admin pages: the task service's signals, forwarded to the channel layer's
 :data:`~mcp_tasks.groups.ADMIN` group, where :mod:`mcp_tasks.admin_live` consumers hear
 them. Progress of a task reaches them through the task's own group, which the service
-already publishes to. Connected only while ``ADMIN_LIVE_PATH`` is set."""
+already publishes to. Connected only while ``ADMIN_LIVE_PATH`` is set; published only while
+a live admin page is open somewhere (:mod:`mcp_tasks.admin_watchers`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 
-from . import signals
+from . import admin_watchers, signals
 from .conf import DEFAULTS
 from .tasks import notify
 
@@ -23,7 +24,8 @@ _EVENTS = {
 
 def _receiver(event: str) -> Any:
     def forward(sender: Any, task_id: str, **arguments: Any) -> None:
-        notify.publish_admin_event(task_id, event)
+        if admin_watchers.pages_open():
+            notify.publish_admin_event(task_id, event)
 
     forward.__name__ = f"forward_{event}"
     return forward

@@ -4,6 +4,7 @@ with ``REDIS_URL``), the task service writing for real."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,6 +15,7 @@ from django.contrib.auth.models import Permission, User
 from django.db import connections
 from django.test import Client, override_settings
 
+from mcp_tasks import admin_watchers
 from mcp_tasks.admin_live import REFUSED
 from mcp_tasks.asgi import admin_live_application, mcp_application
 from mcp_tasks.db import db
@@ -103,8 +105,11 @@ def ask(task_id: str) -> None:
 
 
 async def next_event(communicator: WebsocketCommunicator) -> dict[str, Any]:
-    event: dict[str, Any] = await communicator.receive_json_from(timeout=TIMEOUT)
-    return event
+    """The next event other than ``ready`` (sent once, a second after connecting)."""
+    while True:
+        event: dict[str, Any] = await communicator.receive_json_from(timeout=TIMEOUT)
+        if event != {"event": "ready"}:
+            return event
 
 
 # -- who may connect --------------------------------------------------------------------------
@@ -209,6 +214,60 @@ async def test_nonsense_from_the_page_is_ignored(operator_socket: WebsocketCommu
     await operator_socket.send_json_to({"watch": "not-a-list"})
     await operator_socket.send_json_to({"watch": [1, None, "x" * 65]})
     assert await next_event(operator_socket) == {"event": "watching", "count": 0}
+
+
+# -- published only while a page is open -------------------------------------------------------
+
+
+async def listener() -> tuple[Any, str]:
+    """A channel in the live admin's group that no page marked open."""
+    from channels.layers import get_channel_layer
+
+    from mcp_tasks.groups import ADMIN
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(ADMIN, channel)
+    return layer, channel
+
+
+async def test_with_no_page_open_nothing_is_published_for_the_live_admin() -> None:
+    layer, channel = await listener()
+    await db(new_task)()
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.3):
+            await layer.receive(channel)
+    await sync_to_async(admin_watchers.mark_open)()  # a page opened (in this process)
+    task = await db(new_task)()
+    message = await asyncio.wait_for(layer.receive(channel), TIMEOUT)
+    assert message["event"] == "task_created" and message["task_id"] == task.id
+
+
+async def test_an_open_page_marks_itself_and_is_told_ready_once_every_process_sees_it(
+    operator_socket: WebsocketCommunicator,
+) -> None:
+    mark = admin_watchers._key()
+    connection = embedded.connection()
+    assert 0 < connection.ttl(mark) <= admin_watchers.MARK_LASTS
+    assert await operator_socket.receive_json_from(timeout=TIMEOUT) == {"event": "ready"}
+
+
+def test_a_process_that_cannot_read_the_mark_publishes(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreachable() -> Any:
+        raise ConnectionError("Redis is restarting")
+
+    monkeypatch.setattr(admin_watchers, "_connection", unreachable)
+    admin_watchers.forget()
+    assert admin_watchers.pages_open()
+
+
+def test_a_process_reads_the_mark_at_most_once_a_second() -> None:
+    connection = embedded.connection()
+    assert not admin_watchers.pages_open()
+    connection.set(admin_watchers._key(), "1")  # another process's page opened
+    assert not admin_watchers.pages_open()  # not read again yet
+    admin_watchers.forget()  # as a second later
+    assert admin_watchers.pages_open()
 
 
 # -- routing ----------------------------------------------------------------------------------

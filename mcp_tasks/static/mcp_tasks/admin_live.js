@@ -208,7 +208,8 @@
       const data = JSON.parse(message.data);
       // A new log line shows on its task's page only; lists have no log.
       const forPage = pageTask ? data.task_id === pageTask : data.event !== "task_logged";
-      if (data.event !== "watching" && forPage) {
+      // "ready": every process now tells this page of changes; fetch what came before.
+      if (data.event === "ready" || (data.event !== "watching" && forPage)) {
         nudge();
       }
     };
