@@ -65,3 +65,51 @@ def test_a_job_that_ends_before_it_is_recorded_is_not_left_running(
 
 async def _close_the_orm_threads_connection() -> None:
     await db(connections.close_all)()
+
+
+ORDER: list[int] = []
+
+
+def record(number: int) -> int:
+    """A job: note the order jobs ran in."""
+    ORDER.append(number)
+    return number * 10
+
+
+def test_waiting_jobs_are_taken_together_in_queue_order_and_kept_in_rqs_registries(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connection = Redis.from_url(redis_url)
+    queue = Queue(f"take-{secrets.token_hex(4)}", connection=connection)
+    jobs = [queue.enqueue(record, number, result_ttl=60) for number in range(6)]
+    jobs[2].delete()  # gone while queued: skipped, as rq's dequeue skips it
+    worker = EmbeddedTaskWorker([queue], connection=connection, concurrency=4)
+    batches: list[list[str]] = []
+    take = worker._take_waiting
+
+    def recorded(limit: int) -> list[tuple[Any, Any]]:
+        taken = take(limit)
+        batches.append([job.id for job, _ in taken])
+        return taken
+
+    monkeypatch.setattr(worker, "_take_waiting", recorded)
+    ORDER.clear()
+    thread = threading.Thread(target=worker.work, kwargs={"burst": True}, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    asyncio.run(_close_the_orm_threads_connection())
+
+    assert not thread.is_alive()
+    assert batches[0] == [jobs[0].id, jobs[1].id, jobs[3].id, jobs[4].id]  # 4 free slots
+    assert sorted(ORDER) == [0, 1, 3, 4, 5]
+    for job in (jobs[0], jobs[1], jobs[3], jobs[4], jobs[5]):
+        job.refresh()
+        assert job.get_status() == "finished"
+        assert job.latest_result().return_value == job.args[0] * 10
+        assert job.worker_name == worker.name
+    assert queue.count == 0
+    assert connection.llen(queue.intermediate_queue_key) == 0
+    assert queue.started_job_registry.count == 0
+    assert queue.finished_job_registry.get_job_ids() != []
+    for key in (queue.key, queue.intermediate_queue_key):
+        connection.delete(key)

@@ -82,6 +82,11 @@ class Slots:
         with self._lock:
             return self._lock.wait_for(lambda: self.used < self.size and not self._waiters, timeout)
 
+    def free(self) -> int:
+        """Slots free for new jobs now (none while tools wait to take one again)."""
+        with self._lock:
+            return 0 if self._waiters else max(0, self.size - self.used)
+
     def take_now(self) -> None:
         """Take a slot for a job just dequeued (checked free by :meth:`wait_available`)."""
         with self._lock:

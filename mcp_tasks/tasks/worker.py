@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+import redis
 from django.db import close_old_connections
 from rq.command import parse_payload
 from rq.exceptions import StopRequested
 from rq.executions import Execution
-from rq.utils import now
+from rq.utils import as_text, now
 from rq.worker import BaseWorker, Worker, WorkerStatus
 
 from ..conf import get_config
@@ -47,6 +48,29 @@ from .runtime import JobSlot, Runtime, Slots, runtime_for_loop
 logger = logging.getLogger("mcp_tasks.tasks")
 
 ExcInfo = tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
+
+#: Most jobs a :class:`TaskWorker` takes from its queue in one round trip (when that many
+#: wait and as many slots are free); the rest stay for other workers.
+TAKE_AT_ONCE = 8
+
+#: rq's dequeue (LMOVE to the intermediate queue, then the job's hash) for up to ARGV[1]
+#: jobs in one round trip. KEYS: the queue, its intermediate queue; ARGV[2]: the job key
+#: prefix. A job whose hash is gone is skipped, as rq's dequeue skips it.
+_TAKE_SCRIPT = """
+local taken = {}
+for _ = 1, tonumber(ARGV[1]) do
+  local id = redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
+  if not id then break end
+  local fields = redis.call('HGETALL', ARGV[2] .. id)
+  if #fields == 0 then
+    redis.call('LREM', KEYS[2], 1, id)
+  else
+    taken[#taken + 1] = id
+    taken[#taken + 1] = fields
+  end
+end
+return taken
+"""
 
 
 @dataclass
@@ -124,6 +148,8 @@ class TaskWorker(_Maintaining, BaseWorker):
         self.runtime: Runtime | None = None
         self._loop_thread: threading.Thread | None = None
         self._running: dict[str, _Running] = {}  # by job id
+        self._taken: list[Any] = []  # jobs dequeued with the one rq's loop executes next
+        self._take_script = self.connection.register_script(_TAKE_SCRIPT)
         self._bookkeeper = ThreadPoolExecutor(1, thread_name_prefix="mcp_tasks-rq")
         self._interruptible = False
         self._last_rq_heartbeat = 0.0
@@ -184,54 +210,92 @@ class TaskWorker(_Maintaining, BaseWorker):
     def dequeue_job_and_maintain_ttl(
         self, timeout: int | None, max_idle_time: int | None = None
     ) -> Any:
-        # Take a job only when a slot is free; keep rq's heartbeats going meanwhile.
+        # Take jobs only when slots are free; keep rq's heartbeats going meanwhile. Several
+        # waiting jobs come in one round trip; an empty queue is waited on as rq does.
         self._interruptible = True
         try:
             while not self.slots.wait_available(timeout=1.0):
                 self._beat_executions()
                 self.heartbeat()
             self._beat_executions()
+            taken = self._take_waiting(min(self.slots.free(), TAKE_AT_ONCE))
+            if taken:
+                self._taken = taken[1:]
+                return taken[0]
             return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
         finally:
             self._interruptible = False
 
-    def execute_job(self, job: Any, queue: Any) -> None:
-        """Start the job on the event loop and return at once (the next dequeue follows)."""
-        execution = self._start(job, queue)
-        self.slots.take_now()
-        # Registered before it is scheduled: a short job can end (and be forgotten by
-        # _finalize) before run_coroutine_threadsafe returns to this thread.
-        running = self._running[job.id] = _Running(job)
-        running.future = asyncio.run_coroutine_threadsafe(
-            self._perform(job, queue, execution),
-            self.loop,  # type: ignore[arg-type]
-        )
-
-    def _start(self, job: Any, queue: Any) -> Execution:
-        """rq's ``prepare_execution`` and ``prepare_job_execution`` in one round trip: the
-        execution is registered (started registry, the worker's index), the job marked
-        started and taken off the intermediate queue."""
-        with self.connection.pipeline() as pipeline:
-            execution = Execution.create(
-                job, self.get_heartbeat_ttl(job), pipeline=pipeline, worker_name=self.name
+    def _take_waiting(self, limit: int) -> list[tuple[Any, Any]]:
+        """Up to ``limit`` jobs waiting in the queue, dequeued as rq dequeues them (moved to
+        its intermediate queue), with their data, in one round trip. [] when none wait,
+        with several queues (rq orders those), or when Redis cannot be reached (rq's own
+        dequeue then waits for it)."""
+        if len(self.queues) != 1 or limit < 1:
+            return []
+        queue = self.queues[0]
+        try:
+            taken = self._take_script(
+                keys=[queue.key, queue.intermediate_queue_key],
+                args=[limit, self.job_class.redis_job_namespace_prefix],
             )
-            job.prepare_for_execution(self.name, pipeline)
-            pipeline.persist(job.key)
-            if len(self.queues) == 1:
-                pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            return []
+        jobs = []
+        for job_id, fields in zip(taken[::2], taken[1::2], strict=True):
+            job = self.job_class(
+                as_text(job_id), connection=self.connection, serializer=self.serializer
+            )
+            job.restore(dict(zip(fields[::2], fields[1::2], strict=True)))
+            job.redis_server_version = self.get_redis_server_version()  # type: ignore[no-untyped-call]
+            jobs.append((job, queue))
+        return jobs
+
+    def execute_job(self, job: Any, queue: Any) -> None:
+        """Start the job (and those dequeued with it) on the event loop and return at once
+        (the next dequeue follows). rq counts them as one (``--max-jobs``)."""
+        taken, self._taken = [(job, queue), *self._taken], []
+        executions = self._start([job for job, _ in taken], queue)
+        for (job, queue), execution in zip(taken, executions, strict=True):
+            self.slots.take_now()
+            # Registered before it is scheduled: a short job can end (and be forgotten by
+            # _finalize) before run_coroutine_threadsafe returns to this thread.
+            running = self._running[job.id] = _Running(job)
+            running.future = asyncio.run_coroutine_threadsafe(
+                self._perform(job, queue, execution),
+                self.loop,  # type: ignore[arg-type]
+            )
+
+    def _start(self, jobs: list[Any], queue: Any) -> list[Execution]:
+        """rq's ``prepare_execution`` and ``prepare_job_execution`` for ``jobs``, in one
+        round trip: each execution is registered (started registry, the worker's index),
+        each job marked started and taken off the intermediate queue."""
+        executions = []
+        with self.connection.pipeline() as pipeline:
+            for job in jobs:
+                execution = Execution.create(
+                    job, self.get_heartbeat_ttl(job), pipeline=pipeline, worker_name=self.name
+                )
+                job.prepare_for_execution(self.name, pipeline)
+                pipeline.persist(job.key)
+                if len(self.queues) == 1:
+                    pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
+                executions.append(execution)
             self.set_state(WorkerStatus.BUSY, pipeline=pipeline)
             pipeline.execute()
-        self.executions[execution.id] = execution
-        return execution
+        for execution in executions:
+            self.executions[execution.id] = execution
+        return executions
 
     async def _perform(self, job: Any, queue: Any, execution: Execution) -> None:
         """Run one job to its end on the loop, then do rq's bookkeeping off the loop."""
         slot = JobSlot(self.slots)
         task_id, run = task_job_args(job)
         exc_info: ExcInfo | None = None
+        returned: Any = None
         try:
             if task_id is None:  # some other job on a task queue: run it like rq would
-                await asyncio.get_running_loop().run_in_executor(None, job.perform)
+                returned = await asyncio.get_running_loop().run_in_executor(None, job.perform)
             else:
                 assert self.runtime is not None
                 timeout = job.timeout if job.timeout and job.timeout > 0 else None
@@ -246,12 +310,18 @@ class TaskWorker(_Maintaining, BaseWorker):
         finally:
             slot.release()
         await asyncio.get_running_loop().run_in_executor(
-            self._bookkeeper, self._finalize, job, queue, execution, exc_info
+            self._bookkeeper, self._finalize, job, queue, execution, exc_info, returned
         )
 
     def _finalize(
-        self, job: Any, queue: Any, execution: Execution, exc_info: ExcInfo | None
+        self,
+        job: Any,
+        queue: Any,
+        execution: Execution,
+        exc_info: ExcInfo | None,
+        returned: Any = None,
     ) -> None:
+        """rq's bookkeeping of a job that ended (``returned``: what a non-task job returned)."""
         try:
             job.ended_at = now()
             if exc_info is not None:
@@ -259,7 +329,7 @@ class TaskWorker(_Maintaining, BaseWorker):
             elif job.result_ttl == 0 and task_job_args(job)[0] is not None:
                 self._forget(job, execution)
             else:
-                self._finalize_success(job, queue, execution, None)
+                self._finalize_success(job, queue, execution, returned)
         except Exception:
             logger.exception("rq bookkeeping of job %s failed", job.id)
         finally:
