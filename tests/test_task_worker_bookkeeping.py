@@ -103,9 +103,10 @@ def test_waiting_jobs_are_taken_together_in_queue_order_and_kept_in_rqs_registri
     assert batches[0] == [jobs[0].id, jobs[1].id, jobs[3].id, jobs[4].id]  # 4 free slots
     assert sorted(ORDER) == [0, 1, 3, 4, 5]
     for job in (jobs[0], jobs[1], jobs[3], jobs[4], jobs[5]):
-        job.refresh()
-        assert job.get_status() == "finished"
-        assert job.latest_result().return_value == job.args[0] * 10
+        job.refresh()  # type: ignore[no-untyped-call]
+        result = job.latest_result()
+        assert job.get_status() == "finished" and result is not None
+        assert result.return_value == job.args[0] * 10
         assert job.worker_name == worker.name
     assert queue.count == 0
     assert connection.llen(queue.intermediate_queue_key) == 0
