@@ -52,6 +52,9 @@ ExcInfo = tuple[type[BaseException] | None, BaseException | None, TracebackType 
 #: Most jobs a :class:`TaskWorker` takes from its queue in one round trip (when that many
 #: wait and as many slots are free); the rest stay for other workers.
 TAKE_AT_ONCE = 8
+#: Seconds a job may have waited in the queue before the worker counts itself behind (and
+#: its next dequeue looks for several jobs at once rather than blocking for one).
+BEHIND_AFTER = 0.005
 
 #: rq's dequeue (LMOVE to the intermediate queue, then the job's hash) for up to ARGV[1]
 #: jobs in one round trip. KEYS: the queue, its intermediate queue; ARGV[2]: the job key
@@ -149,6 +152,7 @@ class TaskWorker(_Maintaining, BaseWorker):
         self._loop_thread: threading.Thread | None = None
         self._running: dict[str, _Running] = {}  # by job id
         self._taken: list[Any] = []  # jobs dequeued with the one rq's loop executes next
+        self._behind = True  # the last job dequeued had waited (or none yet): more may wait
         self._take_script = self.connection.register_script(_TAKE_SCRIPT)
         self._bookkeeper = ThreadPoolExecutor(1, thread_name_prefix="mcp_tasks-rq")
         self._interruptible = False
@@ -210,19 +214,27 @@ class TaskWorker(_Maintaining, BaseWorker):
     def dequeue_job_and_maintain_ttl(
         self, timeout: int | None, max_idle_time: int | None = None
     ) -> Any:
-        # Take jobs only when slots are free; keep rq's heartbeats going meanwhile. Several
-        # waiting jobs come in one round trip; an empty queue is waited on as rq does.
+        # Take jobs only when slots are free; keep rq's heartbeats going meanwhile. While the
+        # worker is behind (its last job had waited), several waiting jobs come in one round
+        # trip; otherwise, and when none wait, the queue is waited on as rq does.
         self._interruptible = True
         try:
             while not self.slots.wait_available(timeout=1.0):
                 self._beat_executions()
                 self.heartbeat()
             self._beat_executions()
-            taken = self._take_waiting(min(self.slots.free(), TAKE_AT_ONCE))
-            if taken:
-                self._taken = taken[1:]
-                return taken[0]
-            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+            taken = self._take_waiting(min(self.slots.free(), TAKE_AT_ONCE)) if self._behind else []
+            if not taken:
+                dequeued = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+                taken = [dequeued] if dequeued is not None else []
+            if not taken:
+                return None
+            enqueued_at = taken[-1][0].enqueued_at
+            self._behind = enqueued_at is not None and (
+                (now() - enqueued_at).total_seconds() > BEHIND_AFTER
+            )
+            self._taken = taken[1:]
+            return taken[0]
         finally:
             self._interruptible = False
 
