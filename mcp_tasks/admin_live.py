@@ -61,12 +61,13 @@ class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=REFUSED)
             return
         await self.channel_layer.group_add(ADMIN, self.channel_name)
+        await _mark_open()  # before the page hears it is connected: this process knows
         await self.accept()
         self.marking = asyncio.ensure_future(self._keep_marked())
 
     async def _keep_marked(self) -> None:
-        """Mark the page open until it closes; ``ready`` once every process saw the mark."""
-        await _mark_open()
+        """Keep the page marked open until it closes; ``ready`` once every process saw the
+        mark."""
         await asyncio.sleep(admin_watchers.CHECK_EVERY)
         await self.send_json({"event": "ready"})
         while True:

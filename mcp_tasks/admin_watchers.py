@@ -3,7 +3,7 @@ the live admin only then (a publish to nobody still costs each process and Redis
 trip per task change).
 
 While a page is open, its consumer (:mod:`mcp_tasks.admin_live`) keeps a mark in Redis
-(the task queue's connection): set at connect, renewed every :data:`RENEW_EVERY` seconds,
+(the task queue's connection): set before the connection is accepted, renewed every :data:`RENEW_EVERY` seconds,
 expiring :data:`MARK_LASTS` seconds after the last renewal (a process that dies leaves
 nothing behind for longer). Every process reads the mark at most once per
 :data:`CHECK_EVERY` seconds, so a page hears every process's events from at most that long
