@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,18 +65,25 @@ def declares_more_than(headers: dict[str, str | list[str]], limit: int) -> bool:
     return len(declared) > 18 or int(declared) > limit
 
 
-def _allowed_hosts() -> list[str]:
-    hosts = list(settings.ALLOWED_HOSTS)
+def _allowed_hosts() -> tuple[str, ...]:
+    hosts = tuple(settings.ALLOWED_HOSTS)
     if settings.DEBUG and not hosts:
-        hosts = [".localhost", "127.0.0.1", "[::1]"]
+        hosts = (".localhost", "127.0.0.1", "[::1]")
     return hosts
+
+
+@functools.lru_cache(maxsize=256)
+def _host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
+    """Django's own check, remembered per Host value and ``ALLOWED_HOSTS`` (a request's
+    first costs a regular expression and a scan of the list; a client sends the same one)."""
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, allowed)
 
 
 def check_host(headers: dict[str, str | list[str]]) -> str:
     """Return the Host header if it is in ``ALLOWED_HOSTS`` (DNS-rebinding protection)."""
     host = first(headers, "host") or ""
-    domain, _port = split_domain_port(host)
-    if not domain or not validate_host(domain, _allowed_hosts()):
+    if not _host_allowed(host, _allowed_hosts()):
         raise HttpError(421, f"Invalid Host header {host!r}: add it to ALLOWED_HOSTS")
     return host
 
