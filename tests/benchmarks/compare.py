@@ -309,6 +309,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "sqlite:// for a temporary SQLite file",
     )
     parser.add_argument("--redis-url", help="use this Redis instead of a private redis-server")
+    parser.add_argument(
+        "--tasks",
+        type=int,
+        help="trivial tasks of the throughput run (default 200: the issue's burst; "
+        "1000 or more measures sustained throughput)",
+    )
     parser.add_argument("--parked", type=int, help="parked: tasks to park (default 1000)")
     parser.add_argument(
         "--hold-window",
@@ -332,6 +338,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def sizes_for(args: argparse.Namespace) -> Sizes:
     sizes = Sizes.quick() if args.quick else Sizes()
+    if args.tasks:
+        sizes = replace(sizes, tasks=args.tasks)
     if args.parked:
         sizes = replace(sizes, parked=args.parked)
     if args.rows:
