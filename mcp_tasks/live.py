@@ -22,10 +22,15 @@ _EVENTS = {
 }
 
 
+def announce(task_id: str, event: str) -> None:
+    """Tell the live admin pages that ``task_id`` changed; nothing while none is open."""
+    if admin_watchers.pages_open():
+        notify.publish_admin_event(task_id, event)
+
+
 def _receiver(event: str) -> Any:
     def forward(sender: Any, task_id: str, **arguments: Any) -> None:
-        if admin_watchers.pages_open():
-            notify.publish_admin_event(task_id, event)
+        announce(task_id, event)
 
     forward.__name__ = f"forward_{event}"
     return forward

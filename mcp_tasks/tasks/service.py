@@ -22,7 +22,7 @@ from django.db.models import Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from .. import admin_watchers, jsontext, signals
+from .. import jsontext, live, signals
 from ..conf import get_config
 from ..models import (
     TERMINAL_STATUSES,
@@ -278,9 +278,8 @@ def add_log(task_id: str, level: str, logger_name: str | None, data: Any) -> Non
     TaskLogEntry.objects.create(
         task_id=task_id, level=level, logger_name=logger_name or "", data=data
     )
-    if get_config()["ADMIN_LIVE_PATH"] is not None and admin_watchers.pages_open():
-        # the task's open admin page shows it
-        transaction.on_commit(lambda: notify.publish_admin_event(task_id, "task_logged"))
+    if get_config()["ADMIN_LIVE_PATH"] is not None:  # the task's open admin page shows it
+        transaction.on_commit(lambda: live.announce(task_id, "task_logged"))
 
 
 def _finish(
