@@ -34,7 +34,7 @@ _NULLABLE_STRINGS = {
 }
 _NULLABLE_LISTS = {"SCOPES_SUPPORTED"}
 _DOTTED_PATHS = {"TOKEN_VERIFIER", "LIFESPAN"}
-_NULLABLE_NUMBERS = {"TASK_TTL"}  # None: kept forever
+_NULLABLE_NUMBERS = {"TASK_TTL", "MAX_ACCEPT_WAIT"}  # None: kept forever / no limit
 
 
 @register()

@@ -29,6 +29,11 @@ DEFAULTS: dict[str, Any] = {
     # and a JSON-RPC error (-32000), logged as a warning. Streams (a legacy GET, an
     # acknowledged subscriptions/listen) don't count. None: no limit.
     "MAX_REQUESTS_IN_PROGRESS": 1000,
+    # Seconds a new connection may wait in the kernel's accept queue before the server takes
+    # it; past it, HTTP 503 with Retry-After at once, without running the application. Read by
+    # the uvicorn protocols of mcp_tasks.transport.uvicorn_http (README "Production"), Linux
+    # only. None: no limit.
+    "MAX_ACCEPT_WAIT": 1.0,
     # Dotted path to a callable ``(token: str) -> AccessToken | None`` (sync or async)
     # that verifies bearer tokens. None: bearer tokens are rejected with 401.
     "TOKEN_VERIFIER": None,

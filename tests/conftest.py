@@ -364,14 +364,16 @@ def asgi_server(
     _live_databases: _Databases,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[AsgiServerFactory]:
-    """Factory: ``asgi_server(env=None, *, redis=False, database_url=None, label="")``.
+    """Factory: ``asgi_server(env=None, *, redis=False, database_url=None, label="",
+    server=None)``.
 
     - ``env``: extra environment variables for the server (they win over the others, e.g.
       ``{"DJANGO_SETTINGS_MODULE": "tests.live_settings"}``);
     - ``redis=True``: use the test run's Redis (channel layer, queue) with the run's key
       prefix, so several servers share it (skips, or fails on CI, without Redis);
     - ``database_url``: share an already migrated database (e.g. ``other.database_url``);
-      by default each server gets a fresh migrated one.
+      by default each server gets a fresh migrated one;
+    - ``server``: ``"daphne"`` or ``"uvicorn"`` whatever ``MCP_TASKS_TEST_SERVER`` says.
 
     Servers are stopped after the test; a failed test's report shows their output.
     """
@@ -385,6 +387,7 @@ def asgi_server(
         redis: bool = False,
         database_url: str | None = None,
         label: str = "",
+        server: str | None = None,
     ) -> LiveServer:
         overrides: dict[str, str] = {"DATABASE_URL": database_url or _live_databases.new()}
         if redis:
@@ -392,11 +395,11 @@ def asgi_server(
             overrides["REDIS_PREFIX"] = settings.REDIS_PREFIX
         overrides.update(env or {})
         number = len(servers) + 1
-        server = launch_server(
-            overrides, log_dir / f"{number}.log", label=label or f"server {number}"
+        live = launch_server(
+            overrides, log_dir / f"{number}.log", label=label or f"server {number}", server=server
         )
-        servers.append(server)
-        return server
+        servers.append(live)
+        return live
 
     yield start
     for server in servers:

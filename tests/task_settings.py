@@ -9,6 +9,7 @@ worker-death and lost-job tests run in seconds instead of minutes:
   ``TASKS_INPUT_HOLD_WINDOW``, ``TASKS_TTL``, ``TASKS_POLL_INTERVAL``,
   ``TASKS_SESSION_CACHE_TTL`` (seconds) →
   ``MCP_TASKS["TASK_HEARTBEAT_INTERVAL"]`` …;
+- ``TASKS_MAX_ACCEPT_WAIT`` (seconds, or ``none``) → ``MCP_TASKS["MAX_ACCEPT_WAIT"]``;
 - ``TASKS_LIFESPAN`` → ``MCP_TASKS["LIFESPAN"]``;
 - ``TASKS_MAX_REQUESTS_IN_PROGRESS`` (an integer) → ``MCP_TASKS["MAX_REQUESTS_IN_PROGRESS"]``;
 - ``TASKS_SECRET_KEY_FALLBACKS`` (comma-separated) → ``SECRET_KEY_FALLBACKS``
@@ -41,6 +42,9 @@ MCP_TASKS = {
 }
 if os.environ.get("TASKS_MAX_REQUESTS_IN_PROGRESS"):
     MCP_TASKS["MAX_REQUESTS_IN_PROGRESS"] = int(os.environ["TASKS_MAX_REQUESTS_IN_PROGRESS"])
+if os.environ.get("TASKS_MAX_ACCEPT_WAIT"):
+    _wait = os.environ["TASKS_MAX_ACCEPT_WAIT"]
+    MCP_TASKS["MAX_ACCEPT_WAIT"] = None if _wait == "none" else float(_wait)
 if os.environ.get("TASKS_LIFESPAN"):
     MCP_TASKS["LIFESPAN"] = os.environ["TASKS_LIFESPAN"]
 

@@ -3,7 +3,7 @@
 
 ``socket.socket(fileno=...)`` keeps the socket's real family: uvicorn's own ``--fd`` takes
 any inherited socket for a Unix socket, so asyncio would leave Nagle's algorithm on (40 ms
-stalls on loopback).
+stalls on loopback). ``UVICORN_HTTP`` picks uvicorn's ``--http`` (default ``auto``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ def main() -> None:
     config = uvicorn.Config(
         "project.asgi:application",
         lifespan="off",
+        http=os.environ.get("UVICORN_HTTP", "auto"),
         log_level="info",
         # The README's production command has no access log; test servers keep theirs.
         access_log=os.environ.get("UVICORN_ACCESS_LOG", "1") != "0",

@@ -9,7 +9,8 @@ warning, at most once a second with their count.
 What this bounds is requests that wait (slow tools, answers from clients). Requests that only
 cost CPU run from start to end in one go, so they never pile up here: when more of them
 arrive than the process can serve, they wait before the application sees them (in the
-kernel's accept queue, ``--backlog``).
+kernel's accept queue, ``--backlog``); :mod:`.uvicorn_http` refuses those that waited there
+too long, with the same answer.
 """
 
 from __future__ import annotations
@@ -41,13 +42,14 @@ class Admission:
         """Count one more request, or raise ``HttpError(503)`` when the process is full."""
         limit = get_config()["MAX_REQUESTS_IN_PROGRESS"]
         if limit is not None and self.in_progress >= limit:
-            self._refuse(f"{limit} requests in progress (MAX_REQUESTS_IN_PROGRESS)")
+            raise self.refusal(f"{limit} requests in progress (MAX_REQUESTS_IN_PROGRESS)")
         self.in_progress += 1
 
     def leave(self) -> None:
         self.in_progress -= 1
 
-    def _refuse(self, why: str) -> None:
+    def refusal(self, why: str) -> HttpError:
+        """Count and (at most once a second) log one refusal; the 503 to answer it with."""
         self.refused += 1
         now = time.monotonic()
         if now - self.warned_at >= WARN_EVERY:
@@ -55,7 +57,7 @@ class Admission:
             self.refused, self.warned_at = 0, now
         message = f"Server busy: {why}; retry after {RETRY_AFTER}s"
         body = {"jsonrpc": "2.0", "id": None, "error": {"code": SERVER_BUSY, "message": message}}
-        raise HttpError(503, message, [(b"retry-after", str(RETRY_AFTER).encode())], body=body)
+        return HttpError(503, message, [(b"retry-after", str(RETRY_AFTER).encode())], body=body)
 
 
 #: One per process (the requests of every event loop of the process count together).

@@ -6,7 +6,8 @@ it. A script, not a test::
     python tests/benchmarks/legacy_load.py --seconds 30 --overload-rate 2000
 
 Setup: ``uvicorn project.asgi:application --workers 1 --lifespan off --no-access-log
---backlog 2048`` (uvloop, httptools) with ``DJANGO_DEBUG=0``, a fresh PostgreSQL database
+--backlog 2048 --http mcp_tasks.transport.uvicorn_http:HttpToolsProtocol`` (uvloop,
+httptools, connections accepted after ``MAX_ACCEPT_WAIT`` refused) with ``DJANGO_DEBUG=0``, a fresh PostgreSQL database
 and a private ``redis-server`` (``compare.py``'s services); no task workers (``add`` is a
 plain call). The client is this process, on raw asyncio streams (``raw_http.py``).
 
@@ -67,8 +68,8 @@ HOST = "127.0.0.1"
 OBSERVER_RATE = 10.0  # calls a second of the separate modern client
 #: The server's admission limits, as ``manage.py shell`` prints them.
 LIMITS = (
-    "'MAX_REQUESTS_IN_PROGRESS=%s'"
-    " % __import__('mcp_tasks.conf', fromlist=['_']).get_config().get('MAX_REQUESTS_IN_PROGRESS')"
+    "'MAX_ACCEPT_WAIT=%(MAX_ACCEPT_WAIT)s, MAX_REQUESTS_IN_PROGRESS=%(MAX_REQUESTS_IN_PROGRESS)s'"
+    " % __import__('mcp_tasks.conf', fromlist=['_']).get_config()"
 )
 
 
@@ -77,7 +78,8 @@ def production_command(port: int) -> list[str]:
     return [
         sys.executable, "-m", "uvicorn", "project.asgi:application",
         "--host", HOST, "--port", str(port), "--workers", "1", "--lifespan", "off",
-        "--no-access-log", "--backlog", "2048", "--loop", "uvloop", "--http", "httptools",
+        "--no-access-log", "--backlog", "2048", "--loop", "uvloop",
+        "--http", "mcp_tasks.transport.uvicorn_http:HttpToolsProtocol",
     ]  # fmt: skip
 
 

@@ -142,8 +142,12 @@ def start_ours(
     env: Mapping[str, str] | None = None,
 ) -> Stack:
     """uvicorn + ``workers`` x ``manage.py rqworker mcp_tasks``, production settings (the
-    README's command: no access log)."""
-    overrides = {**ours_env(database_url, redis_url, **(env or {})), "UVICORN_ACCESS_LOG": "0"}
+    README's command: no access log, the protocol that refuses connections accepted late)."""
+    overrides = {
+        **ours_env(database_url, redis_url, **(env or {})),
+        "UVICORN_ACCESS_LOG": "0",
+        "UVICORN_HTTP": "mcp_tasks.transport.uvicorn_http:HttpToolsProtocol",
+    }
     http = launch_server(
         overrides, logs / "ours-uvicorn.log", label="mcp_tasks uvicorn", server="uvicorn"
     )
