@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
-from mcp_tasks.transport.uvicorn_http import accept_wait, refusal_response
+from mcp_tasks.transport.uvicorn_http import accept_wait, listener_of, refusal_response
 from tests.conftest import AsgiServerFactory, LiveServer
 from tests.live import final_message, modern_headers, modern_request
 from tests.test_admission import assert_refused
@@ -69,6 +69,30 @@ async def test_accept_wait_is_how_long_the_connection_sat_in_the_accept_queue() 
     assert waited is not None and waited_not is not None
     assert waited >= 0.39  # the kernel counts in jiffies (1 to 10 ms)
     assert waited_not < waited
+
+
+@linux_only
+@pytest.mark.parametrize("bound_to", ["127.0.0.1", "0.0.0.0"])
+def test_the_listening_socket_behind_an_accepted_connection_is_found(bound_to: str) -> None:
+    with contextlib.ExitStack() as stack:
+        decoy = stack.enter_context(socket.socket())  # another listener of the process
+        decoy.bind(("127.0.0.1", 0))
+        decoy.listen(1)
+        server_sock = stack.enter_context(socket.socket())
+        server_sock.bind((bound_to, 0))
+        server_sock.listen(8)
+        port = server_sock.getsockname()[1]
+        stack.enter_context(socket.create_connection(("127.0.0.1", port)))
+        accepted = stack.enter_context(server_sock.accept()[0])
+        for _ in range(2):  # the second time from what the first remembered
+            found = listener_of(accepted)
+            assert found is not None and found.fileno() != server_sock.fileno()
+            with found:
+                assert found.getsockname() == server_sock.getsockname()
+                assert found.gettimeout() == 0.0  # non-blocking: draining never blocks
+        second = stack.enter_context(socket.create_connection(("127.0.0.1", port)))
+        assert second.getpeername()  # closing the duplicates left the port listening
+        assert stack.enter_context(server_sock.accept()[0])
 
 
 async def test_accept_wait_is_unknown_where_there_is_no_tcp_socket() -> None:

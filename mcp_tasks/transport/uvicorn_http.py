@@ -99,45 +99,54 @@ class Refused(asyncio.Protocol):
         return None  # the client has read the answer: the transport closes
 
 
-#: The listening socket behind each local (family, port), found once per process.
-_listeners: dict[tuple[int, int], socket.socket | None] = {}
+#: The descriptor of the listening socket behind each local (family, port), found once.
+_listener_fds: dict[tuple[int, int], int] = {}
 
 
 def listener_of(sock: Any) -> socket.socket | None:
-    """The listening socket of this process that accepted ``sock`` (a duplicate of its
-    descriptor, found in ``/proc/self/fd``), or ``None``."""
+    """A duplicate of the listening socket of this process that accepted ``sock`` (the
+    caller closes it: a duplicate kept open would keep the port listening while uvicorn
+    shuts down), or ``None``."""
     host, port = sock.getsockname()[:2]
     key = (sock.family, port)
-    if key not in _listeners:
-        _listeners[key] = _find_listener(sock.family, host, port)
-    return _listeners[key]
-
-
-def _find_listener(family: int, host: str, port: int) -> socket.socket | None:
+    fd = _listener_fds.get(key)
+    if fd is not None:
+        found = _listening(fd, sock.family, host, port)
+        if found is not None:
+            return found
     try:
         fds = [int(name) for name in os.listdir("/proc/self/fd")]
     except OSError:
         return None
     for fd in fds:
-        try:
-            if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
-                continue
-            candidate = socket.socket(fileno=os.dup(fd))
-        except OSError:
-            continue
-        try:
-            bound = candidate.getsockname()
-            if (
-                candidate.family == family
-                and candidate.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
-                and bound[1] == port
-                and bound[0] in (host, "0.0.0.0", "::")
-            ):
-                candidate.setblocking(False)
-                return candidate
-        except OSError:
-            pass
-        candidate.close()
+        found = _listening(fd, sock.family, host, port)
+        if found is not None:
+            _listener_fds[key] = fd
+            return found
+    return None
+
+
+def _listening(fd: int, family: int, host: str, port: int) -> socket.socket | None:
+    """A non-blocking duplicate of ``fd`` if it is a socket listening on ``host:port``."""
+    try:
+        if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+            return None
+        candidate = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return None
+    try:
+        bound = candidate.getsockname()
+        if (
+            candidate.family == family
+            and candidate.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+            and bound[1] == port
+            and bound[0] in (host, "0.0.0.0", "::")
+        ):
+            candidate.setblocking(False)
+            return candidate
+    except OSError:
+        pass
+    candidate.close()
     return None
 
 
@@ -170,7 +179,8 @@ class RefuseLateConnections:
         answer_and_close(transport, refusal_response(waited, limit))
         listener = listener_of(sock)
         if listener is not None:
-            self._refuse_queue(listener, limit)
+            with listener:
+                self._refuse_queue(listener, limit)
 
     def _refuse_queue(self, listener: socket.socket, limit: float) -> None:
         loop = asyncio.get_running_loop()
