@@ -18,6 +18,7 @@ import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -202,3 +203,80 @@ async def test_with_no_limit_every_late_connection_is_served(
     async with httpx.AsyncClient(timeout=30) as client:
         for n, response in enumerate(await calls_sent_while_stopped(client, server, 3)):
             assert_served(response, n)
+
+
+# -- the drain, in process -------------------------------------------------------------------
+
+
+async def hello_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"hello"})
+
+
+async def exchange(port: int, request: bytes) -> bytes:
+    """Send ``request`` on a new connection and read the answer to the end."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    await writer.drain()
+    try:
+        return await reader.read()
+    finally:
+        writer.close()
+
+
+@linux_only
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_one_late_connection_empties_the_queue_of_late_ones_and_serves_the_first_fresh(
+    protocol: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nobody accepts for a while (the process is busy), then uvicorn's protocol takes one
+    connection: it refuses it, and refuses the other late ones itself instead of one per
+    event-loop turn; the connection behind them, which did not wait, reaches the app."""
+    import uvloop
+    from django.test import override_settings
+    from uvicorn.config import Config
+    from uvicorn.server import ServerState
+
+    from mcp_tasks.transport import uvicorn_http
+
+    config = Config(hello_app, http=f"mcp_tasks.transport.uvicorn_http:{protocol}", lifespan="off")
+    config.load()
+    state = ServerState()
+    refused_by_the_drain: list[bytes] = []
+
+    class Spy(uvicorn_http.Refused):
+        def __init__(self, response: bytes) -> None:
+            refused_by_the_drain.append(response)
+            super().__init__(response)
+
+    monkeypatch.setattr(uvicorn_http, "Refused", Spy)
+
+    async def scenario() -> tuple[list[bytes], bytes]:
+        loop = asyncio.get_running_loop()
+        with listener() as server_sock, override_settings(MCP_TASKS={"MAX_ACCEPT_WAIT": 0.2}):
+            port = server_sock.getsockname()[1]
+            request = b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+            late = [asyncio.ensure_future(exchange(port, request)) for _ in range(3)]
+            await asyncio.sleep(0.5)  # they wait in the accept queue
+            fresh = asyncio.ensure_future(exchange(port, request))
+            await asyncio.sleep(0.05)
+            server = await loop.create_server(
+                lambda: config.http_protocol_class(  # type: ignore[call-arg]
+                    config=config, server_state=state, app_state={}
+                ),
+                sock=server_sock,
+            )
+            try:
+                answers = await asyncio.wait_for(asyncio.gather(*late), 10)
+                return answers, await asyncio.wait_for(fresh, 10)
+            finally:
+                server.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        answers, fresh_answer = runner.run(scenario())
+    for answer in answers:
+        assert answer.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), answer
+        assert b"MAX_ACCEPT_WAIT" in answer
+    assert len(refused_by_the_drain) == 2  # the first through uvicorn, the others drained
+    assert fresh_answer.startswith(b"HTTP/1.1 200 OK"), fresh_answer
+    assert b"\r\nhello\r\n" in fresh_answer
