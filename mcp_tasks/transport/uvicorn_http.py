@@ -8,9 +8,10 @@ protocols read, when a connection is accepted, how long ago the kernel last hear
 (``TCP_INFO``'s ``tcpi_last_data_recv``: the moment its request arrived, or its handshake
 completed if it has sent nothing yet). Past ``MAX_ACCEPT_WAIT`` seconds the connection is
 answered at once with HTTP 503, ``Retry-After`` and a JSON-RPC error (``-32000``, the same
-refusal as :mod:`.admission`'s), without running the application. Refusing costs a few
-microseconds, so the process catches up with its queue and a served request has waited at
-most about ``MAX_ACCEPT_WAIT``. Use it with ``--http``::
+refusal as :mod:`.admission`'s), without running the application, and the other late
+connections of the queue with it. Refusing costs a small part of serving, so the process
+catches up with its queue and a served request has waited at most about
+``MAX_ACCEPT_WAIT``. Use it with ``--http``::
 
     uvicorn project.asgi:application --http mcp_tasks.transport.uvicorn_http:HttpToolsProtocol
 
