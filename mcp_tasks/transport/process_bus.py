@@ -9,14 +9,24 @@ every process, which looks the call up. Session changes (``DELETE``, ``logging/s
 go to every process the same way, to drop the session from its cache
 (:mod:`mcp_tasks.transport.session_cache`, which keeps it in :attr:`ProcessBus.sessions`).
 
-Order: the process that changes a session answers its client only once its own copy of the
-message came back from the channel layer, so every other process has it on its socket
-before the client can send its next request. Having it on the socket is not having read
-it: a request that trusts a cached session first waits for :meth:`ProcessBus.caught_up`,
-an echo through the same Redis connection, which comes back behind every message published
-before it (one Redis server orders them; concurrent requests share one echo). A bus counts
-as started only once its reader has received a first message (channels_redis' pub/sub
-layer looks at a connection that had no subscription only every 100 ms).
+Order: a process that caches a session first lists itself among the session's *cachers*
+(a Redis set, :meth:`ProcessBus.list_as_cacher`), then reads the row. A process that
+changes a session commits, reads that set, and sends the change naming them; it answers its
+client only once each of them acknowledged dropping its copy (or after
+:data:`ECHO_TIMEOUT`, a process that died meanwhile). So a request can trust a listed copy
+without asking anyone: it costs no round trip. A process that lists itself after the set
+was read reads the row after the commit, so it cannot cache the old state.
+
+A copy that could not be listed (a channel layer that is not channels_redis, Redis
+unreachable at that moment) is trusted only after :meth:`ProcessBus.caught_up`: an echo
+through the same Redis connection, which comes back behind every message published before
+it (concurrent requests share one echo); the changing process waits for its own copy of the
+change to come back, so every other process has it on its socket by then. A bus counts as
+started only once its reader has received a first message (channels_redis' pub/sub layer
+looks at a connection that had no subscription only every 100 ms).
+
+Changes sent while Redis restarts are lost, and with them the lists of cachers:
+``SESSION_CACHE_TTL`` bounds how long a copy can then stay stale.
 """
 
 from __future__ import annotations
@@ -27,7 +37,12 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import redis.asyncio as aioredis
+from channels_redis.utils import create_pool, decode_hosts
+from django.conf import settings
+
 from .. import groups
+from ..conf import get_config
 from .layer_listener import LayerListener
 
 if TYPE_CHECKING:
@@ -37,8 +52,23 @@ logger = logging.getLogger("mcp_tasks.transport")
 
 #: Every process's bus.
 PROCESSES = "mcp_tasks.processes"
-#: Seconds to wait for a message to come back through the layer (then go on regardless).
+#: Seconds to wait for a message to come back through the layer, or for the cachers of a
+#: session to acknowledge a change (then go on regardless).
 ECHO_TIMEOUT = 2.0
+
+
+def layer_redis() -> aioredis.Redis | None:
+    """A client of the channel layer's (first) Redis, when the layer is channels_redis'."""
+    layer: dict[str, Any] = settings.CHANNEL_LAYERS.get(get_config()["CHANNEL_LAYER"], {})
+    if not str(layer.get("BACKEND", "")).startswith("channels_redis."):
+        return None
+    config: dict[str, Any] = layer.get("CONFIG") or {}
+    hosts = decode_hosts(config.get("hosts"))
+    return aioredis.Redis(connection_pool=create_pool(hosts[0]))
+
+
+def _cachers_key(session_id: str) -> str:
+    return f"mcp_tasks:session-cachers:{groups.session_group(session_id)}"
 
 
 class ProcessBus(LayerListener):
@@ -46,17 +76,20 @@ class ProcessBus(LayerListener):
 
     label = "process bus"
 
-    def __init__(self, layer: Any) -> None:
+    def __init__(self, layer: Any, redis: aioredis.Redis | bool | None = True) -> None:
+        """``redis``: where the lists of cachers live (True: the layer's Redis, if any)."""
         super().__init__(layer)
+        self.redis = layer_redis() if redis is True else redis or None
         self.calls: dict[str, set[Callable[[], None]]] = {}  # call key → how to cancel it
-        #: Sessions this process loaded lately: id → (when, session).
-        self.sessions: dict[str, tuple[float, StoredSession]] = {}
+        #: Sessions this process loaded lately: id → (when, session, listed as a cacher).
+        self.sessions: dict[str, tuple[float, StoredSession, bool]] = {}
         self.changes = 0  # session changes heard so far
         self.started = False
         self._lock = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
         self._channel = ""
         self._echoes: dict[str, asyncio.Future[None]] = {}
+        self._acks: dict[str, tuple[set[str], asyncio.Future[None]]] = {}
         self._next_echo: asyncio.Future[bool] | None = None
 
     async def start(self) -> None:
@@ -124,15 +157,72 @@ class ProcessBus(LayerListener):
             PROCESSES, {"type": "mcp.cancel", "call": groups.call_group(session_id, request_id)}
         )
 
+    async def list_as_cacher(self, session_id: str) -> bool:
+        """Before reading ``session_id`` to keep it: list this process among its cachers, so
+        that a change of it waits for this process to drop its copy. False when it could not
+        be listed (then check the copy with :meth:`caught_up` before each use)."""
+        if self.redis is None:
+            return False
+        await self.start()
+        key = _cachers_key(session_id)
+        keep = int(2 * float(get_config()["SESSION_CACHE_TTL"])) + 5  # outlives the copy
+        try:
+            async with self.redis.pipeline(transaction=False) as pipeline:
+                pipeline.sadd(key, self._channel)
+                pipeline.expire(key, keep)
+                await pipeline.execute()
+        except Exception:  # Redis restarting
+            logger.warning("process bus: could not list a session's cacher", exc_info=True)
+            return False
+        return True
+
     async def session_changed(self, session_id: str) -> None:
-        """Every process forgets what it cached of ``session_id``."""
+        """Every process forgets what it cached of ``session_id``: returns once the listed
+        cachers acknowledged it and this process heard its own message back."""
         self._session_changed(session_id)
         await self.start()
-        await self._echoed(
-            lambda echo: self.layer.group_send(
-                PROCESSES, {"type": "mcp.session", "session": session_id, **echo}
+        cachers = await self._cachers(session_id)
+        token = secrets.token_hex(8)
+        acknowledged = asyncio.get_running_loop().create_future()
+        if cachers:
+            self._acks[token] = (cachers, acknowledged)
+        else:
+            acknowledged.set_result(None)
+        try:
+            await self._echoed(
+                lambda echo: self.layer.group_send(
+                    PROCESSES,
+                    {
+                        "type": "mcp.session",
+                        "session": session_id,
+                        "ack": sorted(cachers),
+                        "ack_to": self._channel,
+                        "acked": token,
+                        **echo,
+                    },
+                )
             )
-        )
+            await asyncio.wait_for(acknowledged, ECHO_TIMEOUT)
+        except TimeoutError:
+            logger.warning(
+                "process bus: %d process(es) did not acknowledge a session change in %ss",
+                len(cachers),
+                ECHO_TIMEOUT,
+            )
+        finally:
+            self._acks.pop(token, None)
+
+    async def _cachers(self, session_id: str) -> set[str]:
+        """The other processes listed as caching ``session_id``."""
+        if self.redis is None:
+            return set()
+        try:
+            members = await self.redis.smembers(_cachers_key(session_id))
+        except Exception:  # Redis restarting
+            logger.warning("process bus: could not read a session's cachers", exc_info=True)
+            return set()
+        listed = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
+        return listed - {self._channel}
 
     def _session_changed(self, session_id: str) -> None:
         self.changes += 1
@@ -148,6 +238,32 @@ class ProcessBus(LayerListener):
                 cancel()
         elif kind == "mcp.session":
             self._session_changed(str(message.get("session")))
+            if self._channel in (message.get("ack") or ()):
+                ack = {"type": "mcp.ack", "acked": message.get("acked"), "by": self._channel}
+                _in_background(self.layer.send(str(message.get("ack_to")), ack))
+        elif kind == "mcp.ack":
+            waiting = self._acks.get(str(message.get("acked")))
+            if waiting is not None:
+                cachers, acknowledged = waiting
+                cachers.discard(str(message.get("by")))
+                if not cachers and not acknowledged.done():
+                    acknowledged.set_result(None)
+
+
+_pending: set[asyncio.Future[Any]] = set()
+
+
+def _in_background(coroutine: Any) -> None:
+    """Send an acknowledgement without holding up the reader; a failure is logged."""
+    task = asyncio.ensure_future(coroutine)
+    _pending.add(task)
+    task.add_done_callback(_sent)
+
+
+def _sent(task: asyncio.Future[Any]) -> None:
+    _pending.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("process bus: could not acknowledge", exc_info=task.exception())
 
 
 def process_bus() -> ProcessBus | None:

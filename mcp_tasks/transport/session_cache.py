@@ -4,9 +4,9 @@
 A legacy call used to read its session row on every request. What a session holds does not
 change, except its log level and its end; both go to every process through the
 :class:`~mcp_tasks.transport.process_bus.ProcessBus`, which drops the session from every
-cache (at once in the process that changed it; the others catch up on such messages before
-they answer from the cache, one echo through the channel layer). The TTL bounds how long a change can go unseen when that message is lost (the
-channel layer's Redis restarting).
+cache: at once in the process that changed it, and in every other process that keeps it
+before the change is answered (see :mod:`.process_bus`). The TTL bounds how long a change
+can go unseen when that message is lost (the channel layer's Redis restarting).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ async def cached_session(session_id: str, principal: Principal) -> StoredSession
     await bus.start()  # first, so that no change after this read goes unheard
     now = time.monotonic()
     hit = bus.sessions.get(session_id)
-    if hit is not None and now - hit[0] < ttl and await bus.caught_up():
-        # caught up on what other processes changed before this request: still valid?
+    if hit is not None and now - hit[0] < ttl and (hit[2] or await bus.caught_up()):
+        # a listed copy is dropped before any change is answered; an unlisted one is valid
+        # once this process caught up on what other processes changed before this request
         hit = bus.sessions.get(session_id)
     else:
         hit = None
@@ -41,6 +42,7 @@ async def cached_session(session_id: str, principal: Principal) -> StoredSession
         kept = hit[1]
         return kept if kept.principal_scope == principal.scope else None
     changes = bus.changes
+    listed = await bus.list_as_cacher(session_id)  # before the read (process_bus: "Order")
     session = await load_session(session_id, principal)
     if session is None or bus.changes != changes:  # a change during the read: don't keep it
         return session
@@ -48,7 +50,7 @@ async def cached_session(session_id: str, principal: Principal) -> StoredSession
         fresh = {key: kept for key, kept in bus.sessions.items() if now - kept[0] < ttl}
         bus.sessions = fresh if len(fresh) < MAX_CACHED else {}
     session.on_change = functools.partial(bus.session_changed, session.id)
-    bus.sessions[session_id] = (now, session)
+    bus.sessions[session_id] = (now, session, listed)
     return session
 
 
