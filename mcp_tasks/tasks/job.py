@@ -250,12 +250,16 @@ async def _session(task: Task) -> StoredSession | None:
     return StoredSession(row) if row is not None else None
 
 
-async def _user(scope: str) -> Any:
-    if not scope.startswith("user:"):
-        return None
+def _begin(task_id: str, worker_name: str, run: int | None) -> tuple[Task | None, Any]:
+    """The job starts (:func:`~mcp_tasks.tasks.service.begin_run`): the task, and the user
+    it runs for (None when anonymous or gone)."""
+    task = service.begin_run(task_id, worker_name, run)
+    if task is None or not task.principal_scope.startswith("user:"):
+        return task, None
     from django.contrib.auth import get_user_model
 
-    return await get_user_model()._default_manager.filter(pk=scope.split(":", 1)[1]).afirst()
+    user_id = task.principal_scope.split(":", 1)[1]
+    return task, get_user_model()._default_manager.filter(pk=user_id).first()
 
 
 async def execute(
@@ -272,7 +276,7 @@ async def execute(
     caller enforces it, e.g. rq's own job timeout)."""
     slot = slot or JobSlot(None)
     with runtime.watch(task_id) as watch:
-        task = await db(service.begin_run)(task_id, runtime.name, run)
+        task, user = await runtime.call_db(_begin, task_id, runtime.name, run)
         if task is None:
             return
         fail = db(service.fail)
@@ -291,10 +295,9 @@ async def execute(
         try:
             validated = validate_arguments(tool, task.arguments)
         except ValueError as exc:
-            await db(service.complete)(task, error_result(str(exc)))
+            await runtime.call_db(service.complete, task, error_result(str(exc)))
             return
         access_token = _access_token(secrets.get("access_token"))
-        user = await _user(task.principal_scope)
         if not tool.access.is_open and not await db(allowed_now)(tool.access, access_token, user):
             # Checked afresh before every job (start and each resume): a revoked permission
             # or a deactivated user stops the task here.
@@ -341,7 +344,7 @@ async def execute(
                 {"code": INTERNAL_ERROR, "message": f"The task stopped: {type(exc).__name__}"},
             )
             raise
-        await db(service.complete)(task, result)
+        await runtime.call_db(service.complete, task, result)
 
 
 async def _context(

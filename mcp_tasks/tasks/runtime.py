@@ -9,6 +9,9 @@
   once, so starting a task costs no subscription.
 - **Heartbeat**: one query per ``TASK_HEARTBEAT_INTERVAL`` marks every running task alive
   and reads their statuses back, so a lost wake-up is noticed within one interval.
+- **Database calls**: the jobs' own transitions (a job starting, a result) go to Django's
+  thread for sync code through :meth:`Runtime.call_db`, which carries the calls of several
+  jobs in one hop (:mod:`mcp_tasks.tasks.coalesce`).
 - **Slots**: at most ``TASK_CONCURRENCY`` tools run at once (:class:`Slots`); a task that
   waits for an answer gives its slot back while it waits.
 """
@@ -24,8 +27,8 @@ import socket
 import threading
 import weakref
 from collections import deque
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from channels.layers import get_channel_layer
 
@@ -34,6 +37,9 @@ from ..conf import get_config
 from ..db import db
 from ..models import TERMINAL_STATUSES
 from . import service
+from .coalesce import Coalesced, database_hop, each
+
+R = TypeVar("R")
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -163,6 +169,15 @@ class Runtime:
         self.watches: dict[str, TaskWatch] = {}
         self._helpers: list[asyncio.Task[None]] = []
         self._joined = asyncio.Event()
+        self._database_calls: Coalesced[tuple[Callable[..., Any], tuple[Any, ...]], Any] = (
+            Coalesced(each(_call), database_hop)
+        )
+
+    async def call_db(self, fn: Callable[..., R], *args: Any) -> R:
+        """``fn(*args)`` in Django's thread for sync code, in one hop with the calls other
+        jobs of this runtime made meanwhile (see :func:`mcp_tasks.db.db`)."""
+        result: R = await self._database_calls((fn, args))
+        return result
 
     async def start(self) -> None:
         """Join this runtime's wake-up group and start the heartbeat (idempotent)."""
@@ -245,6 +260,11 @@ class Runtime:
                 continue
             for task_id in task_ids:
                 self.deliver(task_id, statuses.get(task_id))
+
+
+def _call(call: tuple[Callable[..., Any], tuple[Any, ...]]) -> Any:
+    fn, args = call
+    return fn(*args)
 
 
 _runtimes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Runtime] = (

@@ -22,6 +22,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
@@ -41,6 +42,7 @@ from ..gc_freeze import freeze_startup_objects
 from ..protocol.constants import INTERNAL_ERROR
 from ..server import mcp
 from . import service
+from .coalesce import Coalesced, Outcome
 from .job import execute
 from .queue import JOB_FUNCTION
 from .runtime import JobSlot, Runtime, Slots, runtime_for_loop
@@ -74,6 +76,17 @@ for _ = 1, tonumber(ARGV[1]) do
 end
 return taken
 """
+
+
+@dataclass
+class _Ended:
+    """A job that ended, for rq's bookkeeping (``returned``: what a non-task job returned)."""
+
+    job: Any
+    queue: Any
+    execution: Execution
+    exc_info: ExcInfo | None
+    returned: Any = None
 
 
 @dataclass
@@ -155,6 +168,9 @@ class TaskWorker(_Maintaining, BaseWorker):
         self._behind = True  # the last job dequeued had waited (or none yet): more may wait
         self._take_script = self.connection.register_script(_TAKE_SCRIPT)
         self._bookkeeper = ThreadPoolExecutor(1, thread_name_prefix="mcp_tasks-rq")
+        self._finalizer: Coalesced[_Ended, None] = Coalesced(
+            self._finalize_all, self._bookkeeping_hop
+        )
         self._interruptible = False
         self._last_rq_heartbeat = 0.0
         self._suspension_checked_at = 0.0
@@ -223,7 +239,9 @@ class TaskWorker(_Maintaining, BaseWorker):
                 self._beat_executions()
                 self.heartbeat()
             self._beat_executions()
-            taken = self._take_waiting(min(self.slots.free(), TAKE_AT_ONCE)) if self._behind else []
+            # One round trip (LMOVE and the job's data in one script) whenever a job waits;
+            # rq's blocking dequeue (two) only when none does.
+            taken = self._take_waiting(min(self.slots.free(), TAKE_AT_ONCE if self._behind else 1))
             if not taken:
                 dequeued = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
                 taken = [dequeued] if dequeued is not None else []
@@ -271,7 +289,7 @@ class TaskWorker(_Maintaining, BaseWorker):
         for (job, queue), execution in zip(taken, executions, strict=True):
             self.slots.take_now()
             # Registered before it is scheduled: a short job can end (and be forgotten by
-            # _finalize) before run_coroutine_threadsafe returns to this thread.
+            # _finalize_all) before run_coroutine_threadsafe returns to this thread.
             running = self._running[job.id] = _Running(job)
             running.future = asyncio.run_coroutine_threadsafe(
                 self._perform(job, queue, execution),
@@ -321,45 +339,57 @@ class TaskWorker(_Maintaining, BaseWorker):
             exc_info = sys.exc_info()
         finally:
             slot.release()
-        await asyncio.get_running_loop().run_in_executor(
-            self._bookkeeper, self._finalize, job, queue, execution, exc_info, returned
-        )
+        job.ended_at = now()
+        await self._finalizer(_Ended(job, queue, execution, exc_info, returned))
 
-    def _finalize(
-        self,
-        job: Any,
-        queue: Any,
-        execution: Execution,
-        exc_info: ExcInfo | None,
-        returned: Any = None,
-    ) -> None:
-        """rq's bookkeeping of a job that ended (``returned``: what a non-task job returned)."""
+    async def _bookkeeping_hop(
+        self, run_all: Callable[[list[_Ended]], list[Outcome]], ended: list[_Ended]
+    ) -> list[Outcome]:
+        return await asyncio.get_running_loop().run_in_executor(self._bookkeeper, run_all, ended)
+
+    def _finalize_all(self, ended: list[_Ended]) -> list[Outcome]:
+        """rq's bookkeeping of jobs that ended, off the event loop: the task jobs that
+        succeeded are forgotten together (one round trip), the others one by one."""
+        forgotten = [
+            end
+            for end in ended
+            if end.exc_info is None
+            and end.job.result_ttl == 0
+            and task_job_args(end.job)[0] is not None
+        ]
         try:
-            job.ended_at = now()
-            if exc_info is not None:
-                self._finalize_failure(job, queue, execution, exc_info)
-            elif job.result_ttl == 0 and task_job_args(job)[0] is not None:
-                self._forget(job, execution)
-            else:
-                self._finalize_success(job, queue, execution, returned)
+            if forgotten:
+                self._forget(forgotten)
         except Exception:
-            logger.exception("rq bookkeeping of job %s failed", job.id)
-        finally:
-            self._running.pop(job.id, None)
+            logger.exception("rq bookkeeping of jobs %s failed", [end.job.id for end in forgotten])
+        for end in ended:
+            try:
+                if end.exc_info is not None:
+                    self._finalize_failure(end.job, end.queue, end.execution, end.exc_info)
+                elif end not in forgotten:
+                    self._finalize_success(end.job, end.queue, end.execution, end.returned)
+            except Exception:
+                logger.exception("rq bookkeeping of job %s failed", end.job.id)
+            finally:
+                self._running.pop(end.job.id, None)
+        return [(True, None)] * len(ended)
 
-    def _forget(self, job: Any, execution: Execution) -> None:
-        """A task job that succeeded keeps nothing in rq (``result_ttl=0``; the task row
-        holds the result): drop it and its execution, count it, in one round trip."""
+    def _forget(self, ended: list[_Ended]) -> None:
+        """Task jobs that succeeded keep nothing in rq (``result_ttl=0``; the task row
+        holds the result): drop them and their executions, count them, in one round trip."""
         with self.connection.pipeline() as pipeline:
-            execution.delete(job, pipeline)
-            pipeline.delete(
-                job.key, job.dependents_key, job.dependencies_key, job.execution_registry.key
-            )
-            self.increment_successful_job_count(pipeline)
-            if job.started_at is not None:
-                self.increment_total_working_time(job.ended_at - job.started_at, pipeline)
+            for end in ended:
+                job = end.job
+                end.execution.delete(job, pipeline)
+                pipeline.delete(
+                    job.key, job.dependents_key, job.dependencies_key, job.execution_registry.key
+                )
+                self.increment_successful_job_count(pipeline)
+                if job.started_at is not None:
+                    self.increment_total_working_time(job.ended_at - job.started_at, pipeline)
             pipeline.execute()
-        self.executions.pop(execution.id, None)
+        for end in ended:
+            self.executions.pop(end.execution.id, None)
 
     # -- rq state, heartbeats and commands --------------------------------------------------
 

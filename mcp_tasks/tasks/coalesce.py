@@ -1,0 +1,107 @@
+"""Calls from one event loop to a thread, coalesced: those made while a hop to the thread is
+under way go together in the next hop.
+
+A task worker under load ends (and starts) several jobs at once; each handing its own small
+piece of database or Redis work to another thread costs more in thread switches than the
+work itself. With :class:`Coalesced`, one hop carries every call that arrived meanwhile;
+an idle worker's single call still goes at once (nothing waits to fill a batch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
+
+from ..db import db
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: What one call came to: ``(True, result)`` or ``(False, the exception it raised)``.
+Outcome = tuple[bool, object]
+#: Runs a batch in another thread: ``hop(run_all, items)`` awaits ``run_all(items)``.
+Hop = Callable[[Callable[[list[T]], list[Outcome]], list[T]], Awaitable[list[Outcome]]]
+
+
+def each(one: Callable[[T], object]) -> Callable[[list[T]], list[Outcome]]:
+    """A batch function that runs ``one`` on every item, in order, each on its own (one
+    raising does not stop the others)."""
+
+    def run_all(items: list[T]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for item in items:
+            try:
+                outcomes.append((True, one(item)))
+            except Exception as exc:
+                outcomes.append((False, exc))
+        return outcomes
+
+    return run_all
+
+
+def _apply(run_all: Callable[[list[Any]], list[Outcome]], items: list[Any]) -> list[Outcome]:
+    return run_all(items)
+
+
+_in_database_thread = db(_apply)
+
+
+async def database_hop(
+    run_all: Callable[[list[T]], list[Outcome]], items: list[T]
+) -> list[Outcome]:
+    """The :data:`Hop` to Django's thread for sync code, with :func:`~mcp_tasks.db.db`'s
+    connection hygiene once per batch."""
+    return await _in_database_thread(run_all, items)
+
+
+class Coalesced(Generic[T, R]):
+    """``await coalesced(item)``: ``item``'s outcome of ``run_all`` (a result, or the
+    exception raised for it), run in another thread by ``hop`` together with the items of
+    the calls made while the previous hop was under way. Use from one event loop.
+
+    A cancelled caller stops waiting; its item is still run (like ``asyncio.shield``).
+    """
+
+    def __init__(self, run_all: Callable[[list[T]], list[Outcome]], hop: Hop[T]) -> None:
+        self._run_all = run_all
+        self._hop = hop
+        self._waiting: list[tuple[T, asyncio.Future[R]]] = []
+        self._hopping: asyncio.Future[None] | None = None
+
+    async def __call__(self, item: T) -> R:
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._waiting.append((item, future))
+        if self._hopping is None:
+            self._hopping = asyncio.ensure_future(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, []
+                try:
+                    outcomes = await self._hop(self._run_all, [item for item, _ in batch])
+                except asyncio.CancelledError:  # the loop is closing
+                    for _, future in batch:
+                        future.cancel()
+                    raise
+                except BaseException as exc:  # the hop itself failed
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+                    if future.done():  # its caller gave up waiting
+                        continue
+                    if ok:
+                        future.set_result(value)  # type: ignore[arg-type]
+                    else:
+                        assert isinstance(value, BaseException)
+                        future.set_exception(value)
+        finally:
+            self._hopping = None
+            for _, future in self._waiting:  # only when cancelled: nobody will run these
+                if not future.done():
+                    future.cancel()
+            self._waiting = []
