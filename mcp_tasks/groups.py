@@ -36,6 +36,17 @@ def task_group(task_id: str) -> str:
     return f"mcp_tasks.task.{_digest(task_id)}"
 
 
+#: Task changes are also sent to one of this many shard groups, which a process joins once
+#: for all the tasks its requests wait on (:mod:`mcp_tasks.transport.task_watcher`).
+TASK_SHARDS = 64
+
+
+def task_shard_group(task_id: str) -> str:
+    """Everyone waiting on any task of ``task_id``'s shard (one of :data:`TASK_SHARDS`)."""
+    shard = int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:4], "big") % TASK_SHARDS
+    return f"mcp_tasks.tasks.{shard}"
+
+
 def worker_group(worker_name: str) -> str:
     """The task runtime of one worker process (wake-ups for the tasks it runs)."""
     return f"mcp_tasks.worker.{_digest(worker_name)}"

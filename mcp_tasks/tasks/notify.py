@@ -12,7 +12,7 @@ from channels.layers import get_channel_layer
 
 from ..conf import get_config
 from ..db import calling_loop
-from ..groups import ADMIN, session_group, task_group, worker_group
+from ..groups import ADMIN, session_group, task_group, task_shard_group, worker_group
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -24,13 +24,14 @@ async def apublish_task_change(
     worker: str | None = None,
     answers: dict[str, Any] | None = None,
 ) -> None:
-    """Tell the task's watchers (a legacy creator's session streams, and the ``worker``
-    runtime running it) that it changed. ``answers`` (question key → committed answer)
+    """Tell the task's watchers (requests waiting on it, through its shard group; a legacy
+    creator's session streams; the ``worker`` runtime running it) that it changed. ``answers`` (question key → committed answer)
     go to the worker only: it goes on without reading them back."""
     layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
     if layer is None:
         return
     message = {"type": "mcp.task", "task_id": task_id, "status": status}
+    await layer.group_send(task_shard_group(task_id), message)
     await layer.group_send(task_group(task_id), message)
     if session_id:
         await layer.group_send(session_group(session_id), message)

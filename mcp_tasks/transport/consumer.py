@@ -149,7 +149,7 @@ class McpConsumer(AsyncConsumer):
             for relay in self.relayed.values():
                 relay.cancel()
             self._unregister_call()
-            await self._unwatch_task()
+            self._unwatch_task()
             await self._leave_groups()
 
     async def _pump(self, source: Any) -> None:
@@ -709,7 +709,7 @@ class McpConsumer(AsyncConsumer):
         watcher = task_watcher()
         if watcher is None:
             return  # no channel layer: waits last their whole timeout
-        await self._unwatch_task()
+        self._unwatch_task()
         self.task_wait = await watcher.watch(task_id)
 
     async def wait_for_task(self, task_id: str, timeout: float) -> None:
@@ -721,11 +721,11 @@ class McpConsumer(AsyncConsumer):
             await asyncio.wait_for(self.task_wait.changed.wait(), timeout)
         self.task_wait.changed.clear()
 
-    async def _unwatch_task(self) -> None:
+    def _unwatch_task(self) -> None:
         wait, self.task_wait = self.task_wait, None
         watcher = task_watcher() if wait is not None else None
         if wait is not None and watcher is not None:
-            await watcher.unwatch(wait)
+            watcher.unwatch(wait)
 
     async def close_stream(self) -> None:
         if self.stream.resumable_id is not None:

@@ -3,14 +3,20 @@
 ``tasks/get`` of a working task and a 2025-11-25 ``tasks/result`` wait for the task's next
 change. Instead of a channel of their own per request (with channels_redis' pub/sub layer:
 a subscription for the channel, one for the task's group, and a reader each), every request
-of a process waits through one :class:`TaskWatcher`: one channel, read by one task, joined
-to a task's group while someone waits on that task.
+of a process waits through one :class:`TaskWatcher`: one channel, read by one task.
+
+The channel joins the *shard group* of a task someone waits on
+(:func:`~mcp_tasks.groups.task_shard_group`, one of
+:data:`~mcp_tasks.groups.TASK_SHARDS`) and stays in it: a wait on a task of a shard
+already joined costs no channel-layer call at all (joining a group per task, then leaving
+it, cost a subscription and an unsubscription per ``tasks/get``). The price: the process
+hears the changes of every task of the shards it joined, and drops those nobody here waits
+on (a dictionary lookup each).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -38,38 +44,37 @@ class TaskWatcher(LayerListener):
         super().__init__(layer)
         self.channel: str | None = None
         self.waits: dict[str, set[TaskWait]] = {}
+        self.shards: set[str] = set()  # shard groups the channel joined
         self._lock = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
 
     async def watch(self, task_id: str) -> TaskWait | None:
         """Start hearing ``task_id``'s changes; call :meth:`unwatch` when done. None when the
         channel layer cannot be reached (Redis restarting): the caller polls instead."""
+        shard = groups.task_shard_group(task_id)
+        if shard not in self.shards:
+            async with self._lock:
+                if self.channel is None:
+                    self.channel = await self.layer.new_channel()
+                    self._reader = asyncio.ensure_future(self._read(self.channel))
+                if shard not in self.shards:
+                    try:
+                        await self.layer.group_add(shard, self.channel)
+                    except Exception:
+                        logger.warning("task watcher: could not watch %s", task_id, exc_info=True)
+                        return None
+                    self.shards.add(shard)
         wait = TaskWait(task_id)
-        async with self._lock:
-            if self.channel is None:
-                self.channel = await self.layer.new_channel()
-                self._reader = asyncio.ensure_future(self._read(self.channel))
-            waiting = self.waits.setdefault(task_id, set())
-            waiting.add(wait)
-            if len(waiting) == 1:
-                try:
-                    await self.layer.group_add(groups.task_group(task_id), self.channel)
-                except Exception:
-                    logger.warning("task watcher: could not watch %s", task_id, exc_info=True)
-                    del self.waits[task_id]
-                    return None
+        self.waits.setdefault(task_id, set()).add(wait)
         return wait
 
-    async def unwatch(self, wait: TaskWait) -> None:
-        async with self._lock:
-            waiting = self.waits.get(wait.task_id)
-            if waiting is None:
-                return
-            waiting.discard(wait)
-            if not waiting:
-                del self.waits[wait.task_id]
-                with contextlib.suppress(Exception):  # the layer may be going away
-                    await self.layer.group_discard(groups.task_group(wait.task_id), self.channel)
+    def unwatch(self, wait: TaskWait) -> None:
+        waiting = self.waits.get(wait.task_id)
+        if waiting is None:
+            return
+        waiting.discard(wait)
+        if not waiting:
+            del self.waits[wait.task_id]
 
     def heard(self, message: dict[str, Any]) -> None:
         if message.get("type") == "mcp.task":
