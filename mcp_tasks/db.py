@@ -12,11 +12,10 @@ connection idle for more than :data:`IDLE_CHECK_AFTER` seconds is pinged first.
 from __future__ import annotations
 
 import asyncio
-import functools
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections, connections
@@ -49,23 +48,27 @@ def _check_idle_connections_only() -> None:
             connection.health_check_done = True  # type: ignore[attr-defined]
 
 
+def _run(loop: asyncio.AbstractEventLoop, fn: Callable[..., R], args: Any, kwargs: Any) -> R:
+    _caller.loop = loop
+    close_old_connections()
+    _check_idle_connections_only()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        close_old_connections()
+        _caller.loop = None
+
+
+#: One ``sync_to_async`` for every ``db()`` call: building one per call (it wraps and
+#: inspects the function) cost more than a primary-key query.
+_in_thread = sync_to_async(_run, thread_sensitive=True)
+
+
 def db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     """The async version of ``fn``, run with database connection hygiene."""
 
-    def run(loop: asyncio.AbstractEventLoop, *args: P.args, **kwargs: P.kwargs) -> R:
-        _caller.loop = loop
-        close_old_connections()
-        _check_idle_connections_only()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            close_old_connections()
-            _caller.loop = None
-
-    in_thread = sync_to_async(run, thread_sensitive=True)
-
-    @functools.wraps(fn)
     async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        return await in_thread(asyncio.get_running_loop(), *args, **kwargs)
+        result: R = await _in_thread(asyncio.get_running_loop(), fn, args, kwargs)
+        return result
 
     return call

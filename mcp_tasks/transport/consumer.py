@@ -132,16 +132,13 @@ class McpConsumer(AsyncConsumer):
         self.channel_layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
         self._receive = receive
         asgi_pump: asyncio.Future[Any] = asyncio.ensure_future(self._pump(receive))
-        done: asyncio.Future[Any] = asyncio.ensure_future(self.finished.wait())
+        asgi_pump.add_done_callback(self._pump_ended)
         try:
-            pending = {done, asgi_pump}
-            while not self.finished.is_set():
-                finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in finished:
-                    if task is not done and not task.cancelled() and task.exception() is not None:
-                        raise task.exception()  # type: ignore[misc]
+            await self.finished.wait()
+            if not asgi_pump.cancelled() and asgi_pump.done() and asgi_pump.exception():
+                raise asgi_pump.exception()  # type: ignore[misc]
         finally:
-            for task in [done, asgi_pump, *([self.layer_pump] if self.layer_pump else [])]:
+            for task in [asgi_pump, *([self.layer_pump] if self.layer_pump else [])]:
                 task.cancel()
                 task.add_done_callback(_consume_exception)
             if self.work is not None and not self.work.done():
@@ -151,6 +148,11 @@ class McpConsumer(AsyncConsumer):
             self._unregister_call()
             self._unwatch_task()
             await self._leave_groups()
+
+    def _pump_ended(self, pump: asyncio.Future[Any]) -> None:
+        """The ASGI pump raised (the server went away): the request is over."""
+        if not pump.cancelled() and pump.exception() is not None:
+            self.finished.set()
 
     async def _pump(self, source: Any) -> None:
         """Dispatch messages from one source (ASGI or the channel layer); the ASGI pump
