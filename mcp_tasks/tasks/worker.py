@@ -22,9 +22,9 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from queue import SimpleQueue
 from types import TracebackType
 from typing import Any
 
@@ -42,7 +42,6 @@ from ..gc_freeze import freeze_startup_objects
 from ..protocol.constants import INTERNAL_ERROR
 from ..server import mcp
 from . import service
-from .coalesce import Coalesced, Outcome
 from .job import execute
 from .queue import JOB_FUNCTION
 from .runtime import JobSlot, Runtime, Slots, runtime_for_loop
@@ -57,6 +56,9 @@ TAKE_AT_ONCE = 8
 #: Seconds a job may have waited in the queue before the worker counts itself behind (and
 #: its next dequeue looks for several jobs at once rather than blocking for one).
 BEHIND_AFTER = 0.005
+#: Longest blocking dequeue while jobs run: the rq bookkeeping of a job that ended goes out
+#: with the next job's start, or alone within this many seconds.
+FORGET_WITHIN = 0.1
 
 #: rq's dequeue (LMOVE to the intermediate queue, then the job's hash) for up to ARGV[1]
 #: jobs in one round trip. KEYS: the queue, its intermediate queue; ARGV[2]: the job key
@@ -168,9 +170,7 @@ class TaskWorker(_Maintaining, BaseWorker):
         self._behind = True  # the last job dequeued had waited (or none yet): more may wait
         self._take_script = self.connection.register_script(_TAKE_SCRIPT)
         self._bookkeeper = ThreadPoolExecutor(1, thread_name_prefix="mcp_tasks-rq")
-        self._finalizer: Coalesced[_Ended, None] = Coalesced(
-            self._finalize_all, self._bookkeeping_hop
-        )
+        self._succeeded: SimpleQueue[_Ended] = SimpleQueue()  # task jobs for _forget_succeeded
         self._interruptible = False
         self._last_rq_heartbeat = 0.0
         self._suspension_checked_at = 0.0
@@ -243,6 +243,8 @@ class TaskWorker(_Maintaining, BaseWorker):
             # rq's blocking dequeue (two) only when none does.
             taken = self._take_waiting(min(self.slots.free(), TAKE_AT_ONCE if self._behind else 1))
             if not taken:
+                if self._running and timeout is not None:  # jobs that end need forgetting
+                    timeout = min(timeout, FORGET_WITHIN)  # type: ignore[assignment]
                 dequeued = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
                 taken = [dequeued] if dequeued is not None else []
             if not taken:
@@ -289,7 +291,7 @@ class TaskWorker(_Maintaining, BaseWorker):
         for (job, queue), execution in zip(taken, executions, strict=True):
             self.slots.take_now()
             # Registered before it is scheduled: a short job can end (and be forgotten by
-            # _finalize_all) before run_coroutine_threadsafe returns to this thread.
+            # _forget_succeeded) before run_coroutine_threadsafe returns to this thread.
             running = self._running[job.id] = _Running(job)
             running.future = asyncio.run_coroutine_threadsafe(
                 self._perform(job, queue, execution),
@@ -299,9 +301,11 @@ class TaskWorker(_Maintaining, BaseWorker):
     def _start(self, jobs: list[Any], queue: Any) -> list[Execution]:
         """rq's ``prepare_execution`` and ``prepare_job_execution`` for ``jobs``, in one
         round trip: each execution is registered (started registry, the worker's index),
-        each job marked started and taken off the intermediate queue."""
+        each job marked started and taken off the intermediate queue; the task jobs that
+        succeeded since the last round trip are forgotten in it too."""
         executions = []
         with self.connection.pipeline() as pipeline:
+            forgotten = self._forget(pipeline)
             for job in jobs:
                 execution = Execution.create(
                     job, self.get_heartbeat_ttl(job), pipeline=pipeline, worker_name=self.name
@@ -311,8 +315,12 @@ class TaskWorker(_Maintaining, BaseWorker):
                 if len(self.queues) == 1:
                     pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
                 executions.append(execution)
-            self.set_state(WorkerStatus.BUSY, pipeline=pipeline)
-            pipeline.execute()
+            if self._state != WorkerStatus.BUSY:
+                self.set_state(WorkerStatus.BUSY, pipeline=pipeline)
+            try:
+                pipeline.execute()
+            finally:
+                self._forgot(forgotten)
         for execution in executions:
             self.executions[execution.id] = execution
         return executions
@@ -340,56 +348,62 @@ class TaskWorker(_Maintaining, BaseWorker):
         finally:
             slot.release()
         job.ended_at = now()
-        await self._finalizer(_Ended(job, queue, execution, exc_info, returned))
+        ended = _Ended(job, queue, execution, exc_info, returned)
+        if exc_info is None and job.result_ttl == 0 and task_id is not None:
+            self._succeeded.put(ended)  # forgotten by the dequeuing thread: no thread hop
+            return
+        await asyncio.get_running_loop().run_in_executor(self._bookkeeper, self._finalize, ended)
 
-    async def _bookkeeping_hop(
-        self, run_all: Callable[[list[_Ended]], list[Outcome]], ended: list[_Ended]
-    ) -> list[Outcome]:
-        return await asyncio.get_running_loop().run_in_executor(self._bookkeeper, run_all, ended)
-
-    def _finalize_all(self, ended: list[_Ended]) -> list[Outcome]:
-        """rq's bookkeeping of jobs that ended, off the event loop: the task jobs that
-        succeeded are forgotten together (one round trip), the others one by one."""
-        forgotten = [
-            end
-            for end in ended
-            if end.exc_info is None
-            and end.job.result_ttl == 0
-            and task_job_args(end.job)[0] is not None
-        ]
+    def _finalize(self, ended: _Ended) -> None:
+        """rq's bookkeeping of a job that failed, or of a job that is not a task's."""
         try:
-            if forgotten:
-                self._forget(forgotten)
+            if ended.exc_info is not None:
+                self._finalize_failure(ended.job, ended.queue, ended.execution, ended.exc_info)
+            else:
+                self._finalize_success(ended.job, ended.queue, ended.execution, ended.returned)
         except Exception:
-            logger.exception("rq bookkeeping of jobs %s failed", [end.job.id for end in forgotten])
-        for end in ended:
-            try:
-                if end.exc_info is not None:
-                    self._finalize_failure(end.job, end.queue, end.execution, end.exc_info)
-                elif end not in forgotten:
-                    self._finalize_success(end.job, end.queue, end.execution, end.returned)
-            except Exception:
-                logger.exception("rq bookkeeping of job %s failed", end.job.id)
-            finally:
-                self._running.pop(end.job.id, None)
-        return [(True, None)] * len(ended)
+            logger.exception("rq bookkeeping of job %s failed", ended.job.id)
+        finally:
+            self._running.pop(ended.job.id, None)
 
-    def _forget(self, ended: list[_Ended]) -> None:
-        """Task jobs that succeeded keep nothing in rq (``result_ttl=0``; the task row
-        holds the result): drop them and their executions, count them, in one round trip."""
+    def _forget(self, pipeline: Any) -> list[_Ended]:
+        """Queue on ``pipeline`` the forgetting of the task jobs that succeeded since the
+        last time: they keep nothing in rq (``result_ttl=0``; the task row holds the
+        result), so they and their executions go, and they are counted. Dequeuing thread."""
+        forgotten = []
+        while not self._succeeded.empty():
+            ended = self._succeeded.get()
+            job = ended.job
+            ended.execution.delete(job, pipeline)
+            pipeline.delete(
+                job.key, job.dependents_key, job.dependencies_key, job.execution_registry.key
+            )
+            self.increment_successful_job_count(pipeline)
+            if job.started_at is not None:
+                self.increment_total_working_time(job.ended_at - job.started_at, pipeline)
+            forgotten.append(ended)
+        return forgotten
+
+    def _forgot(self, forgotten: list[_Ended]) -> None:
+        """Done with these jobs, forgotten or not (Redis unreachable: rq's registry
+        maintenance cleans up what is left)."""
+        for ended in forgotten:
+            self.executions.pop(ended.execution.id, None)
+            self._running.pop(ended.job.id, None)
+
+    def _forget_succeeded(self) -> None:
+        """Forget the task jobs that succeeded, in a round trip of their own (the dequeuing
+        thread, before it waits)."""
+        if self._succeeded.empty():
+            return
         with self.connection.pipeline() as pipeline:
-            for end in ended:
-                job = end.job
-                end.execution.delete(job, pipeline)
-                pipeline.delete(
-                    job.key, job.dependents_key, job.dependencies_key, job.execution_registry.key
-                )
-                self.increment_successful_job_count(pipeline)
-                if job.started_at is not None:
-                    self.increment_total_working_time(job.ended_at - job.started_at, pipeline)
-            pipeline.execute()
-        for end in ended:
-            self.executions.pop(end.execution.id, None)
+            forgotten = self._forget(pipeline)
+            try:
+                pipeline.execute()
+            except Exception:
+                logger.warning("rq bookkeeping of %d jobs failed", len(forgotten), exc_info=True)
+            finally:
+                self._forgot(forgotten)
 
     # -- rq state, heartbeats and commands --------------------------------------------------
 
@@ -410,6 +424,9 @@ class TaskWorker(_Maintaining, BaseWorker):
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         # rq beats several times per job; once every few seconds is plenty for the worker key.
         if timeout is None and pipeline is None:
+            # The dequeuing thread, about to wait (rq's dequeue loop, a wait for slots, a
+            # shutdown): the jobs that ended meanwhile are forgotten first.
+            self._forget_succeeded()
             if time.monotonic() - self._last_rq_heartbeat < self.HEARTBEAT_EVERY:
                 return
             self._last_rq_heartbeat = time.monotonic()
@@ -472,6 +489,7 @@ class TaskWorker(_Maintaining, BaseWorker):
                 running.future.cancel()
         deadline = time.monotonic() + wait
         while self._running and time.monotonic() < deadline:
+            self._forget_succeeded()
             time.sleep(0.05)
 
     def teardown(self) -> None:
