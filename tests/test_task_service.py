@@ -144,6 +144,14 @@ def test_snapshot_secrets_are_sealed_and_open_again() -> None:
     assert secrets["headers"] == {"x-request-id": "rid-1"}
 
 
+def test_a_snapshot_with_no_secrets_seals_nothing() -> None:
+    task = new_task(principal_scope="anonymous", access_token=None, headers={})
+    assert TaskSnapshot.objects.get(task=task).sealed == ""
+    assert service.snapshot_secrets(Task.objects.get(pk=task.pk)) == {}
+    with_header = new_task(principal_scope="anonymous", access_token=None)
+    assert TaskSnapshot.objects.get(task=with_header).sealed.startswith("m1.")
+
+
 def test_get_task_finds_the_callers_task() -> None:
     task = new_task()
     assert service.get_task(task.id, "client:client-alice:alice").pk == task.pk

@@ -163,7 +163,8 @@ def create_task(new: NewTask) -> Task:
         log_level=new.log_level or "",
         progress_token=new.progress_token,
         prior_answers={"prepared": new.prepared},
-        sealed=crypto.seal(secrets_blob),
+        # Nothing to keep secret (an anonymous call, no allow-listed header): nothing sealed.
+        sealed=crypto.seal(secrets_blob) if new.access_token or new.headers else "",
     )
     rows.insert_task(task, snapshot)  # together, atomically
     signals.send_on_commit(signals.task_created, task_id=task.id, task=task)
