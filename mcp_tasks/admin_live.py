@@ -26,7 +26,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from . import admin_watchers
 from .conf import get_config
 from .db import db
-from .groups import ADMIN, task_group
+from .groups import ADMIN, task_shard_group
 
 logger = logging.getLogger("mcp_tasks.admin")
 
@@ -81,8 +81,8 @@ class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
         if self.channel_layer is None:
             return
         await self.channel_layer.group_discard(ADMIN, self.channel_name)
-        for task_id in getattr(self, "watched", set()):
-            await self.channel_layer.group_discard(task_group(task_id), self.channel_name)
+        for shard in {task_shard_group(task_id) for task_id in getattr(self, "watched", set())}:
+            await self.channel_layer.group_discard(shard, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """``{"watch": [task ids]}``: the tasks the page shows (replaces the last list)."""
@@ -90,10 +90,12 @@ class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(ids, list):
             return
         wanted = {i for i in ids[:MAX_WATCHED] if isinstance(i, str) and 0 < len(i) <= 64}
-        for task_id in self.watched - wanted:
-            await self.channel_layer.group_discard(task_group(task_id), self.channel_name)
-        for task_id in wanted - self.watched:
-            await self.channel_layer.group_add(task_group(task_id), self.channel_name)
+        joined = {task_shard_group(task_id) for task_id in self.watched}
+        needed = {task_shard_group(task_id) for task_id in wanted}
+        for shard in joined - needed:
+            await self.channel_layer.group_discard(shard, self.channel_name)
+        for shard in needed - joined:
+            await self.channel_layer.group_add(shard, self.channel_name)
         self.watched = wanted
         await self.send_json({"event": "watching", "count": len(wanted)})
 
@@ -101,6 +103,8 @@ class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"event": message["event"], "task_id": message["task_id"]})
 
     async def mcp_task(self, message: dict[str, Any]) -> None:
+        if message["task_id"] not in self.watched:
+            return  # another task of a shard this page joined
         await self.send_json(
             {"event": "task_changed", "task_id": message["task_id"], "status": message["status"]}
         )

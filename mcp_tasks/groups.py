@@ -31,18 +31,16 @@ def call_group(session_id: str, request_id: Any) -> str:
     return f"mcp_tasks.call.{_digest(session_id, request_id)}"
 
 
-def task_group(task_id: str) -> str:
-    """Everyone watching a task: listen streams and the worker running it."""
-    return f"mcp_tasks.task.{_digest(task_id)}"
-
-
-#: Task changes are also sent to one of this many shard groups, which a process joins once
-#: for all the tasks its requests wait on (:mod:`mcp_tasks.transport.task_watcher`).
+#: Task changes go to one of this many shard groups. Whoever watches a task joins its shard
+#: and drops the changes of the shard's other tasks: a process joins a shard once for all
+#: the tasks its requests wait on (:mod:`mcp_tasks.transport.task_watcher`), and a change
+#: is one message, whoever watches.
 TASK_SHARDS = 64
 
 
 def task_shard_group(task_id: str) -> str:
-    """Everyone waiting on any task of ``task_id``'s shard (one of :data:`TASK_SHARDS`)."""
+    """Everyone watching a task of ``task_id``'s shard (one of :data:`TASK_SHARDS`):
+    waiting requests, ``subscriptions/listen`` streams, live admin pages."""
     shard = int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:4], "big") % TASK_SHARDS
     return f"mcp_tasks.tasks.{shard}"
 

@@ -5,11 +5,13 @@ with ``REDIS_URL``), the task service writing for real."""
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission, User
 from django.db import connections
@@ -19,6 +21,7 @@ from mcp_tasks import admin_watchers
 from mcp_tasks.admin_live import REFUSED
 from mcp_tasks.asgi import admin_live_application, mcp_application
 from mcp_tasks.db import db
+from mcp_tasks.groups import task_shard_group
 from mcp_tasks.models import Task
 from mcp_tasks.tasks import embedded, service
 
@@ -194,6 +197,30 @@ async def test_progress_reaches_only_pages_that_watch_the_task(
         "status": "working",
     }
     assert await operator_socket.receive_nothing(timeout=0.3)
+
+
+async def test_a_page_hears_nothing_of_other_tasks_of_the_shards_it_joined(
+    operator_socket: WebsocketCommunicator,
+) -> None:
+    watched = await db(new_task)()
+    await next_event(operator_socket)  # created
+    await operator_socket.send_json_to({"watch": [watched.id]})
+    await next_event(operator_socket)  # watching
+    shard = task_shard_group(watched.id)
+    neighbour = next(
+        task_id
+        for task_id in (secrets.token_urlsafe(32) for _ in range(100_000))
+        if task_shard_group(task_id) == shard
+    )
+    layer = get_channel_layer()
+    await layer.group_send(shard, {"type": "mcp.task", "task_id": neighbour, "status": "working"})
+    assert await operator_socket.receive_nothing(timeout=0.3)
+    await layer.group_send(shard, {"type": "mcp.task", "task_id": watched.id, "status": "working"})
+    assert await next_event(operator_socket) == {
+        "event": "task_changed",
+        "task_id": watched.id,
+        "status": "working",
+    }
 
 
 async def test_a_page_stops_hearing_of_tasks_it_no_longer_shows(

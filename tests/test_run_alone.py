@@ -27,8 +27,8 @@ WAIT = 20.0
 
 
 class Watcher:
-    """Joins a task's group on a loop and thread of its own; keeps what it hears until it
-    hears the task end."""
+    """Joins a task's shard group on a loop and thread of its own; keeps what it hears of
+    the task until it hears the task end."""
 
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id
@@ -41,15 +41,17 @@ class Watcher:
     async def _listen(self) -> None:
         layer = get_channel_layer()
         channel = await layer.new_channel()
-        await layer.group_add(groups.task_group(self.task_id), channel)
+        await layer.group_add(groups.task_shard_group(self.task_id), channel)
         self.ready.set()
         try:
             while not any(m.get("status") == "completed" for m in self.heard):
-                self.heard.append(await asyncio.wait_for(layer.receive(channel), WAIT))
+                message = await asyncio.wait_for(layer.receive(channel), WAIT)
+                if message.get("task_id") == self.task_id:  # not another task of its shard
+                    self.heard.append(message)
         except TimeoutError:
             pass
         finally:
-            await layer.group_discard(groups.task_group(self.task_id), channel)
+            await layer.group_discard(groups.task_shard_group(self.task_id), channel)
             await layer.flush()
 
 

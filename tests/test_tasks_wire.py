@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from mcp_tasks import groups
 from tests.live_tools.task_tools import SECRET_DETAIL
 from tests.worker_fixtures import (
     TASKS_EXTENSION,
@@ -384,6 +385,36 @@ def test_listen_pushes_detailed_task_notifications_from_the_worker(
     polled = client.get(task_id)
     assert {k: v for k, v in final.items() if k not in ("_meta", "resultType")} == {
         k: v for k, v in polled.items() if k not in ("_meta", "resultType")
+    }
+
+
+def test_listen_pushes_nothing_of_other_tasks_that_share_the_listened_tasks_shard(
+    task_client: Any, server: Any, rq_worker: Any, tmp_path: Path
+) -> None:
+    """Task changes go to shard groups: a stream that joined one hears the changes of every
+    task of the shard, and must push only those of the tasks it listens to."""
+    alice = task_client(server, token="valid-alice")
+    bob = task_client(server, token="valid-bob")
+    listened = alice.start("gated_task", {"marker_dir": str(tmp_path), "message": "m"})["taskId"]
+    shard = groups.task_shard_group(listened)
+    with ListenStream(alice, {"taskIds": [listened]}) as stream:
+        stream.next()  # acknowledged
+        rq_worker(server)
+        neighbours = {"alice": "", "bob": ""}
+        for _ in range(2000):  # ~64 tries each on average
+            for name, client in (("alice", alice), ("bob", bob)):
+                if not neighbours[name]:
+                    task_id = client.start("trivial_task", {"n": 1})["taskId"]
+                    if groups.task_shard_group(task_id) == shard:
+                        neighbours[name] = task_id
+            if all(neighbours.values()):
+                break
+        for name, client in (("alice", alice), ("bob", bob)):
+            assert client.wait_terminal(neighbours[name])["status"] == "completed"
+        (tmp_path / "gate").touch()
+        seen = stream.until(_is_task_notification(listened, "completed"))
+    assert {m["params"]["taskId"] for m in seen if m.get("method") == "notifications/tasks"} == {
+        listened
     }
 
 

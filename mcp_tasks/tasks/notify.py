@@ -12,7 +12,7 @@ from channels.layers import get_channel_layer
 
 from ..conf import get_config
 from ..db import calling_loop
-from ..groups import ADMIN, session_group, task_group, task_shard_group, worker_group
+from ..groups import ADMIN, session_group, task_shard_group, worker_group
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -32,7 +32,6 @@ async def apublish_task_change(
         return
     message = {"type": "mcp.task", "task_id": task_id, "status": status}
     await layer.group_send(task_shard_group(task_id), message)
-    await layer.group_send(task_group(task_id), message)
     if session_id:
         await layer.group_send(session_group(session_id), message)
     if worker:

@@ -111,7 +111,8 @@ class McpConsumer(AsyncConsumer):
         self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.notify_filter: Any = None  # set by streams that forward notifications
         self.session: StoredSession | None = None
-        self.watch: tuple[str, Any] | None = None  # (principal scope, subscription id)
+        # subscriptions/listen of tasks: (principal scope, subscription id, the task ids)
+        self.watch: tuple[str, Any, frozenset[str]] | None = None
         self.resuming: str | None = None  # the stream a GET with Last-Event-ID resumes
         self.resumed_up_to = 0
         self.resume_lock = asyncio.Lock()
@@ -242,7 +243,9 @@ class McpConsumer(AsyncConsumer):
         ``subscriptions/listen`` stream (``notifications/tasks``) or a 2025-11-25 session
         stream (``notifications/tasks/status``)."""
         if self.watch is not None:
-            scope, subscription_id = self.watch
+            scope, subscription_id, task_ids = self.watch
+            if message["task_id"] not in task_ids:
+                return  # another task of a shard the stream joined
             detailed = await watched_task(message["task_id"], scope)
             if detailed is not None:
                 detailed["_meta"] = {META_SUBSCRIPTION_ID: subscription_id}
@@ -501,9 +504,9 @@ class McpConsumer(AsyncConsumer):
                 await self._error(message["id"], exc)
                 return
             agreed["taskIds"] = owned
-            self.watch = (info.principal.scope, subscription_id)
+            self.watch = (info.principal.scope, subscription_id, frozenset(owned))
             for task_id in owned:
-                await self._join(groups.task_group(task_id))
+                await self._join(groups.task_shard_group(task_id))
         methods = {LIST_CHANGED_FILTERS[key] for key in agreed if key in LIST_CHANGED_FILTERS}
 
         async def accept(notification: dict[str, Any]) -> bool:

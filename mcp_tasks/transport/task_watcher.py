@@ -5,13 +5,13 @@ change. Instead of a channel of their own per request (with channels_redis' pub/
 a subscription for the channel, one for the task's group, and a reader each), every request
 of a process waits through one :class:`TaskWatcher`: one channel, read by one task.
 
-The channel joins the *shard group* of a task someone waits on
+The channel joins the shard group of a task someone waits on
 (:func:`~mcp_tasks.groups.task_shard_group`, one of
 :data:`~mcp_tasks.groups.TASK_SHARDS`) and stays in it: a wait on a task of a shard
-already joined costs no channel-layer call at all (joining a group per task, then leaving
-it, cost a subscription and an unsubscription per ``tasks/get``). The price: the process
-hears the changes of every task of the shards it joined, and drops those nobody here waits
-on (a dictionary lookup each).
+already joined costs no channel-layer call at all (a group per task, joined and then left,
+cost a subscription and an unsubscription per ``tasks/get``). The price: the process hears
+the changes of every task of the shards it joined, and drops those nobody here waits on (a
+dictionary lookup each).
 """
 
 from __future__ import annotations
