@@ -27,15 +27,16 @@ class SnapshotDecryptionError(Exception):
 
 
 @functools.lru_cache(maxsize=16)
-def _derive(secret: str | bytes) -> bytes:
+def _cipher(secret: str | bytes) -> AESGCM:
+    """The AES-GCM cipher of the key derived from ``secret`` (made once per secret)."""
     raw = secret.encode() if isinstance(secret, str) else secret
-    return HKDF(algorithm=SHA256(), length=32, salt=None, info=_INFO).derive(raw)
+    return AESGCM(HKDF(algorithm=SHA256(), length=32, salt=None, info=_INFO).derive(raw))
 
 
-def _keys() -> list[bytes]:
+def _ciphers() -> list[AESGCM]:
     return [
-        _derive(settings.SECRET_KEY),
-        *(_derive(k) for k in getattr(settings, "SECRET_KEY_FALLBACKS", [])),
+        _cipher(settings.SECRET_KEY),
+        *(_cipher(k) for k in getattr(settings, "SECRET_KEY_FALLBACKS", [])),
     ]
 
 
@@ -43,7 +44,7 @@ def seal(value: Any) -> str:
     """Encrypt a JSON-serialisable value with the current ``SECRET_KEY``."""
     nonce = os.urandom(12)
     plaintext = json.dumps(value, separators=(",", ":")).encode()
-    ciphertext = AESGCM(_keys()[0]).encrypt(nonce, plaintext, _VERSION)
+    ciphertext = _cipher(settings.SECRET_KEY).encrypt(nonce, plaintext, _VERSION)
     return (_VERSION + b"." + base64.urlsafe_b64encode(nonce + ciphertext)).decode()
 
 
@@ -61,9 +62,9 @@ def unseal(token: str) -> Any:
     if len(data) < 12 + 16:  # nonce + GCM tag
         raise SnapshotDecryptionError("the task's context snapshot is corrupt")
     nonce, ciphertext = data[:12], data[12:]
-    for key in _keys():
+    for cipher in _ciphers():
         try:
-            return json.loads(AESGCM(key).decrypt(nonce, ciphertext, _VERSION))
+            return json.loads(cipher.decrypt(nonce, ciphertext, _VERSION))
         except InvalidTag:
             continue
     raise SnapshotDecryptionError(
