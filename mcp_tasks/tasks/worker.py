@@ -239,9 +239,7 @@ class TaskWorker(_Maintaining, BaseWorker):
                 self._beat_executions()
                 self.heartbeat()
             self._beat_executions()
-            # One round trip (LMOVE and the job's data in one script) whenever a job waits;
-            # rq's blocking dequeue (two) only when none does.
-            taken = self._take_waiting(min(self.slots.free(), TAKE_AT_ONCE if self._behind else 1))
+            taken = self._take_waiting(min(self.slots.free(), TAKE_AT_ONCE)) if self._behind else []
             if not taken:
                 if self._running and timeout is not None:  # jobs that end need forgetting
                     timeout = min(timeout, FORGET_WITHIN)  # type: ignore[assignment]
