@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import threading
+import time
 from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any
@@ -22,6 +23,8 @@ from redis import Redis
 from rq import Queue
 
 from mcp_tasks.db import db
+from mcp_tasks.models import Task
+from mcp_tasks.tasks import queue as task_queue, service
 from mcp_tasks.tasks.worker import EmbeddedTaskWorker
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
@@ -114,3 +117,74 @@ def test_waiting_jobs_are_taken_together_in_queue_order_and_kept_in_rqs_registri
     assert queue.finished_job_registry.get_job_ids() != []
     for key in (queue.key, queue.intermediate_queue_key):
         connection.delete(key)
+
+
+def test_task_jobs_that_succeed_are_forgotten_and_an_idle_worker_waits_long_again(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task job that succeeded leaves nothing in rq (its row holds the result): the
+    dequeuing thread forgets it with the next job's start, or after a short wait while
+    jobs run; once none runs, the worker goes back to rq's long blocking wait (no polling)."""
+    connection = Redis.from_url(redis_url)
+    queue = Queue(f"forget-{secrets.token_hex(4)}", connection=connection)
+    monkeypatch.setattr(task_queue, "get_queue", lambda name: queue)
+    tasks = [
+        service.create_task(
+            service.NewTask(
+                tool_name="slow_compute",  # the example project's: returns at once
+                arguments={"label": str(number)},
+                principal_scope="anonymous",
+                era="modern",
+                protocol_version="2026-07-28",
+                client_info={},
+                client_capabilities={},
+            )
+        )
+        for number in range(3)
+    ]
+    worker = EmbeddedTaskWorker([queue], connection=connection, maintenance_interval=1)
+    timeouts: list[float | None] = []
+    dequeue_any = worker.queue_class.dequeue_any
+
+    def recorded(queues: Any, timeout: Any, **kwargs: Any) -> Any:
+        timeouts.append(timeout)
+        return dequeue_any(queues, timeout, **kwargs)
+
+    monkeypatch.setattr(worker.queue_class, "dequeue_any", recorded)
+
+    def work() -> None:
+        try:
+            worker.work(with_scheduler=False)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    try:
+        _until(lambda: all(_status(task.id) == "completed" for task in tasks))
+        _until(lambda: not any(connection.exists(f"rq:job:{task.job_id}") for task in tasks))
+        assert queue.started_job_registry.count == 0
+        assert int(connection.hget(worker.key, "successful_job_count") or 0) == 3
+        assert worker.executions == {}
+        seen = len(timeouts)
+        _until(lambda: len(timeouts) > seen)  # a wait begun with nothing running
+        assert timeouts[-1] == worker.dequeue_timeout == 1
+    finally:
+        worker.request_stop()  # seen between two jobs: one more job lets it stop
+        queue.enqueue("operator.add", 1, 1, result_ttl=0)
+        thread.join(timeout=30)
+        asyncio.run(_close_the_orm_threads_connection())
+    assert not thread.is_alive()
+    connection.delete(queue.key, queue.intermediate_queue_key)
+
+
+def _status(task_id: str) -> str:
+    return str(Task.objects.values_list("status", flat=True).get(pk=task_id))
+
+
+def _until(condition: Any, timeout: float = 30.0) -> None:
+    """Until ``condition()`` holds (a bound on a hang, not a timing check)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.02)

@@ -57,7 +57,7 @@ TAKE_AT_ONCE = 8
 #: its next dequeue looks for several jobs at once rather than blocking for one).
 BEHIND_AFTER = 0.005
 #: Longest blocking dequeue while jobs run: the rq bookkeeping of a job that ended goes out
-#: with the next job's start, or alone within this many seconds.
+#: with the next job's start, or alone within about this many seconds.
 FORGET_WITHIN = 0.1
 
 #: rq's dequeue (LMOVE to the intermediate queue, then the job's hash) for up to ARGV[1]
@@ -241,9 +241,7 @@ class TaskWorker(_Maintaining, BaseWorker):
             self._beat_executions()
             taken = self._take_waiting(min(self.slots.free(), TAKE_AT_ONCE)) if self._behind else []
             if not taken:
-                if self._running and timeout is not None:  # jobs that end need forgetting
-                    timeout = min(timeout, FORGET_WITHIN)  # type: ignore[assignment]
-                dequeued = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+                dequeued = self._wait_for_job(timeout, max_idle_time)
                 taken = [dequeued] if dequeued is not None else []
             if not taken:
                 return None
@@ -255,6 +253,16 @@ class TaskWorker(_Maintaining, BaseWorker):
             return taken[0]
         finally:
             self._interruptible = False
+
+    def _wait_for_job(self, timeout: int | None, max_idle_time: int | None) -> Any:
+        """rq's blocking dequeue. While jobs run, it waits :data:`FORGET_WITHIN` at a time
+        (each wait starts by forgetting the jobs that ended: see :meth:`heartbeat`); a worker
+        running jobs is not idle, so ``max_idle_time`` counts only once none runs."""
+        while self._running and timeout is not None:
+            dequeued = super().dequeue_job_and_maintain_ttl(timeout, FORGET_WITHIN)  # type: ignore[arg-type]
+            if dequeued is not None:
+                return dequeued
+        return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
 
     def _take_waiting(self, limit: int) -> list[tuple[Any, Any]]:
         """Up to ``limit`` jobs waiting in the queue, dequeued as rq dequeues them (moved to
@@ -349,6 +357,7 @@ class TaskWorker(_Maintaining, BaseWorker):
         ended = _Ended(job, queue, execution, exc_info, returned)
         if exc_info is None and job.result_ttl == 0 and task_id is not None:
             self._succeeded.put(ended)  # forgotten by the dequeuing thread: no thread hop
+            self._running.pop(job.id, None)
             return
         await asyncio.get_running_loop().run_in_executor(self._bookkeeper, self._finalize, ended)
 
@@ -387,7 +396,6 @@ class TaskWorker(_Maintaining, BaseWorker):
         maintenance cleans up what is left)."""
         for ended in forgotten:
             self.executions.pop(ended.execution.id, None)
-            self._running.pop(ended.job.id, None)
 
     def _forget_succeeded(self) -> None:
         """Forget the task jobs that succeeded, in a round trip of their own (the dequeuing
@@ -423,7 +431,7 @@ class TaskWorker(_Maintaining, BaseWorker):
         # rq beats several times per job; once every few seconds is plenty for the worker key.
         if timeout is None and pipeline is None:
             # The dequeuing thread, about to wait (rq's dequeue loop, a wait for slots, a
-            # shutdown): the jobs that ended meanwhile are forgotten first.
+            # warm shutdown): the jobs that ended meanwhile are forgotten first.
             self._forget_succeeded()
             if time.monotonic() - self._last_rq_heartbeat < self.HEARTBEAT_EVERY:
                 return
@@ -487,7 +495,6 @@ class TaskWorker(_Maintaining, BaseWorker):
                 running.future.cancel()
         deadline = time.monotonic() + wait
         while self._running and time.monotonic() < deadline:
-            self._forget_succeeded()
             time.sleep(0.05)
 
     def teardown(self) -> None:
@@ -495,6 +502,7 @@ class TaskWorker(_Maintaining, BaseWorker):
             self._beat_executions()
             self.heartbeat()
             time.sleep(0.1)
+        self._forget_succeeded()
         super().teardown()  # type: ignore[no-untyped-call]
         self._stop_loop()
 
