@@ -238,6 +238,7 @@ class TaskWorker(_Maintaining, BaseWorker):
             while not self.slots.wait_available(timeout=1.0):
                 self._beat_executions()
                 self.heartbeat()
+                self._forget_succeeded()
             self._beat_executions()
             taken = self._take_waiting(min(self.slots.free(), TAKE_AT_ONCE)) if self._behind else []
             if not taken:
@@ -255,13 +256,16 @@ class TaskWorker(_Maintaining, BaseWorker):
             self._interruptible = False
 
     def _wait_for_job(self, timeout: int | None, max_idle_time: int | None) -> Any:
-        """rq's blocking dequeue. While jobs run, it waits :data:`FORGET_WITHIN` at a time
-        (each wait starts by forgetting the jobs that ended: see :meth:`heartbeat`); a worker
-        running jobs is not idle, so ``max_idle_time`` counts only once none runs."""
+        """rq's blocking dequeue. While jobs run, it waits :data:`FORGET_WITHIN` at a time,
+        and the jobs that ended meanwhile are forgotten with the next job's start, else
+        after such a wait; once none runs, they are forgotten and rq's full wait follows
+        (a worker running jobs is not idle: ``max_idle_time`` counts from then)."""
         while self._running and timeout is not None:
             dequeued = super().dequeue_job_and_maintain_ttl(timeout, FORGET_WITHIN)  # type: ignore[arg-type]
             if dequeued is not None:
                 return dequeued
+            self._forget_succeeded()
+        self._forget_succeeded()  # jobs are queued here before they leave the running set
         return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
 
     def _take_waiting(self, limit: int) -> list[tuple[Any, Any]]:
@@ -357,7 +361,7 @@ class TaskWorker(_Maintaining, BaseWorker):
         ended = _Ended(job, queue, execution, exc_info, returned)
         if exc_info is None and job.result_ttl == 0 and task_id is not None:
             self._succeeded.put(ended)  # forgotten by the dequeuing thread: no thread hop
-            self._running.pop(job.id, None)
+            self._running.pop(job.id, None)  # after put: see _wait_for_job
             return
         await asyncio.get_running_loop().run_in_executor(self._bookkeeper, self._finalize, ended)
 
@@ -398,8 +402,8 @@ class TaskWorker(_Maintaining, BaseWorker):
             self.executions.pop(ended.execution.id, None)
 
     def _forget_succeeded(self) -> None:
-        """Forget the task jobs that succeeded, in a round trip of their own (the dequeuing
-        thread, before it waits)."""
+        """Forget the task jobs that succeeded, in a round trip of their own (dequeuing
+        thread)."""
         if self._succeeded.empty():
             return
         with self.connection.pipeline() as pipeline:
@@ -430,9 +434,6 @@ class TaskWorker(_Maintaining, BaseWorker):
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         # rq beats several times per job; once every few seconds is plenty for the worker key.
         if timeout is None and pipeline is None:
-            # The dequeuing thread, about to wait (rq's dequeue loop, a wait for slots, a
-            # warm shutdown): the jobs that ended meanwhile are forgotten first.
-            self._forget_succeeded()
             if time.monotonic() - self._last_rq_heartbeat < self.HEARTBEAT_EVERY:
                 return
             self._last_rq_heartbeat = time.monotonic()
@@ -501,6 +502,7 @@ class TaskWorker(_Maintaining, BaseWorker):
         while self._running:  # warm shutdown: the running jobs finish first
             self._beat_executions()
             self.heartbeat()
+            self._forget_succeeded()
             time.sleep(0.1)
         self._forget_succeeded()
         super().teardown()  # type: ignore[no-untyped-call]
