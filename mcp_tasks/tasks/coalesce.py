@@ -90,6 +90,8 @@ class Coalesced(Generic[T, R]):
                     for _, future in batch:
                         if not future.done():
                             future.set_exception(exc)
+                    if not isinstance(exc, Exception):
+                        raise
                     continue
                 for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
                     if future.done():  # its caller gave up waiting
