@@ -81,7 +81,7 @@ class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
         if self.channel_layer is None:
             return
         await self.channel_layer.group_discard(ADMIN, self.channel_name)
-        for shard in {task_shard_group(task_id) for task_id in getattr(self, "watched", set())}:
+        for shard in _shards(getattr(self, "watched", set())):
             await self.channel_layer.group_discard(shard, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
@@ -90,8 +90,7 @@ class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(ids, list):
             return
         wanted = {i for i in ids[:MAX_WATCHED] if isinstance(i, str) and 0 < len(i) <= 64}
-        joined = {task_shard_group(task_id) for task_id in self.watched}
-        needed = {task_shard_group(task_id) for task_id in wanted}
+        joined, needed = _shards(self.watched), _shards(wanted)
         for shard in joined - needed:
             await self.channel_layer.group_discard(shard, self.channel_name)
         for shard in needed - joined:
@@ -108,6 +107,11 @@ class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(
             {"event": "task_changed", "task_id": message["task_id"], "status": message["status"]}
         )
+
+
+def _shards(task_ids: set[str]) -> set[str]:
+    """The shard groups the changes of ``task_ids`` go to."""
+    return {task_shard_group(task_id) for task_id in task_ids}
 
 
 async def _mark_open() -> None:

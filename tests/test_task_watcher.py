@@ -14,6 +14,7 @@ from channels_redis.pubsub import RedisPubSubChannelLayer
 
 from mcp_tasks import groups
 from mcp_tasks.transport.task_watcher import TaskWatcher
+from tests.worker_fixtures import task_id_in_shard_of
 
 pytestmark = pytest.mark.redis
 
@@ -38,16 +39,9 @@ def counting_layer(redis_url: str, prefix: str) -> Any:
 
 def task_ids_by_shard(count: int) -> tuple[list[str], str]:
     """``count`` task ids of one shard, and one of another shard."""
-    first = secrets.token_urlsafe(16)
-    shard = groups.task_shard_group(first)
-    same, other = [first], None
-    while len(same) < count or other is None:
-        candidate = secrets.token_urlsafe(16)
-        if groups.task_shard_group(candidate) == shard:
-            same.append(candidate)
-        elif other is None:
-            other = candidate
-    return same[:count], other
+    first = secrets.token_urlsafe(32)
+    same = [first, *(task_id_in_shard_of(first) for _ in range(count - 1))]
+    return same, task_id_in_shard_of(first, same=False)
 
 
 async def send_change(redis_url: str, prefix: str, task_id: str) -> None:

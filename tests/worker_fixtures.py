@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -378,6 +379,18 @@ def rq_worker(
 
 
 # -- raw MCP for the tasks extension --------------------------------------------------------
+
+
+def task_id_in_shard_of(task_id: str, *, same: bool = True) -> str:
+    """A new random task id whose changes go to ``task_id``'s shard group (``same=False``:
+    to another shard)."""
+    from mcp_tasks.groups import task_shard_group
+
+    shard = task_shard_group(task_id)
+    while True:
+        candidate = secrets.token_urlsafe(32)
+        if (task_shard_group(candidate) == shard) == same:
+            return candidate
 
 
 def capabilities(

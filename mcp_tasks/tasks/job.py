@@ -18,7 +18,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from .. import groups
+from .. import background, groups
 from ..auth import AccessToken
 from ..conf import get_config
 from ..context import Context, level_allows
@@ -65,7 +65,7 @@ async def _run_alone(task_id: str, server: MCPServer, run: int | None) -> None:
     try:
         await execute(task_id, server, run, runtime)
     finally:
-        await notify.drain()  # the loop stops with the job: the last change goes out first
+        await background.drain()  # the loop stops with the job: the last change goes out first
 
 
 class TaskBackend:

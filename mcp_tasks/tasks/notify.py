@@ -3,13 +3,13 @@ worker running the task hear about them at once."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from ..background import in_background
 from ..conf import get_config
 from ..db import calling_loop
 from ..groups import ADMIN, session_group, task_shard_group, worker_group
@@ -68,35 +68,11 @@ def publish_admin_event(task_id: str, event: str) -> None:
 def _publish(send: Any, task_id: str, *args: Any) -> None:
     loop = calling_loop()
     if loop is not None and loop.is_running():
-        loop.call_soon_threadsafe(_send_soon, send(*args), task_id)
+        loop.call_soon_threadsafe(
+            in_background, send(*args), logger, "could not publish the change of task %s", task_id
+        )
         return
     try:
         async_to_sync(send)(*args)
     except Exception:
         logger.warning("could not publish the change of task %s", task_id, exc_info=True)
-
-
-_pending: set[asyncio.Task[None]] = set()
-
-
-def _send_soon(coroutine: Any, task_id: str) -> None:
-    sending = asyncio.ensure_future(coroutine)
-    _pending.add(sending)  # keep a reference until it is sent
-    sending.add_done_callback(lambda done: _sent(done, task_id))
-
-
-async def drain(timeout: float = 5.0) -> None:
-    """Wait for the messages this event loop is still sending: for a loop about to stop
-    (the one job of a forking worker's work-horse, which exits right after)."""
-    loop = asyncio.get_running_loop()
-    sending = [message for message in _pending if message.get_loop() is loop]
-    if sending:
-        await asyncio.wait(sending, timeout=timeout)
-
-
-def _sent(sending: asyncio.Task[None], task_id: str) -> None:
-    _pending.discard(sending)
-    if not sending.cancelled() and sending.exception() is not None:
-        logger.warning(
-            "could not publish the change of task %s", task_id, exc_info=sending.exception()
-        )

@@ -42,6 +42,7 @@ from channels_redis.utils import create_pool, decode_hosts
 from django.conf import settings
 
 from .. import groups
+from ..background import in_background
 from ..conf import get_config
 from .layer_listener import LayerListener
 
@@ -240,7 +241,8 @@ class ProcessBus(LayerListener):
             self._session_changed(str(message.get("session")))
             if self._channel in (message.get("ack") or ()):
                 ack = {"type": "mcp.ack", "acked": message.get("acked"), "by": self._channel}
-                _in_background(self.layer.send(str(message.get("ack_to")), ack))
+                acknowledging = self.layer.send(str(message.get("ack_to")), ack)
+                in_background(acknowledging, logger, "process bus: could not acknowledge")
         elif kind == "mcp.ack":
             waiting = self._acks.get(str(message.get("acked")))
             if waiting is not None:
@@ -248,22 +250,6 @@ class ProcessBus(LayerListener):
                 cachers.discard(str(message.get("by")))
                 if not cachers and not acknowledged.done():
                     acknowledged.set_result(None)
-
-
-_pending: set[asyncio.Future[Any]] = set()
-
-
-def _in_background(coroutine: Any) -> None:
-    """Send an acknowledgement without holding up the reader; a failure is logged."""
-    task = asyncio.ensure_future(coroutine)
-    _pending.add(task)
-    task.add_done_callback(_sent)
-
-
-def _sent(task: asyncio.Future[Any]) -> None:
-    _pending.discard(task)
-    if not task.cancelled() and task.exception() is not None:
-        logger.warning("process bus: could not acknowledge", exc_info=task.exception())
 
 
 def process_bus() -> ProcessBus | None:

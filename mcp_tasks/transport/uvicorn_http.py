@@ -30,6 +30,7 @@ from typing import Any, cast
 
 from uvicorn.protocols.http.h11_impl import H11Protocol as _H11Protocol
 
+from ..background import in_background
 from ..conf import get_config
 from .admission import admission
 
@@ -194,7 +195,7 @@ class RefuseLateConnections:
             waited = accept_wait(accepted)
             if waited is not None and waited > limit:
                 refused = functools.partial(Refused, refusal_response(waited, limit))
-                _start(loop.connect_accepted_socket(refused, accepted))
+                in_background(loop.connect_accepted_socket(refused, accepted))
                 continue
             protocol: Any = type(self)  # built as uvicorn's own factory builds it
             served = functools.partial(
@@ -203,7 +204,8 @@ class RefuseLateConnections:
                 server_state=self.server_state,
                 app_state=self.app_state,
             )
-            _start(loop.connect_accepted_socket(served, accepted))
+            # A connection the client dropped meanwhile is forgotten.
+            in_background(loop.connect_accepted_socket(served, accepted))
             return  # the connections behind it waited less
 
     def data_received(self, data: bytes) -> None:
@@ -214,23 +216,6 @@ class RefuseLateConnections:
         if self._refused:
             return None  # the client has read the answer: the transport closes
         return super().eof_received()  # type: ignore[misc]
-
-
-_pending: set[asyncio.Future[Any]] = set()
-
-
-def _start(coroutine: Any) -> None:
-    """Run ``coroutine`` (a socket hand-over) in the background; a connection the client
-    dropped meanwhile is forgotten."""
-    task = asyncio.ensure_future(coroutine)
-    _pending.add(task)
-    task.add_done_callback(_forget)
-
-
-def _forget(task: asyncio.Future[Any]) -> None:
-    _pending.discard(task)
-    if not task.cancelled():
-        task.exception()
 
 
 class H11Protocol(RefuseLateConnections, _H11Protocol):
