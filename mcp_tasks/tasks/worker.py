@@ -44,6 +44,7 @@ from ..server import mcp
 from . import service
 from .job import execute
 from .queue import JOB_FUNCTION
+from .rq_bookkeeping import Bookkeeping
 from .runtime import JobSlot, Runtime, Slots, runtime_for_loop
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -169,6 +170,7 @@ class TaskWorker(_Maintaining, BaseWorker):
         self._taken: list[Any] = []  # jobs dequeued with the one rq's loop executes next
         self._behind = True  # the last job dequeued had waited (or none yet): more may wait
         self._take_script = self.connection.register_script(_TAKE_SCRIPT)
+        self._bookkeeping = Bookkeeping(self)
         self._bookkeeper = ThreadPoolExecutor(1, thread_name_prefix="mcp_tasks-rq")
         self._succeeded: SimpleQueue[_Ended] = SimpleQueue()  # task jobs for _forget_succeeded
         self._interruptible = False
@@ -310,27 +312,21 @@ class TaskWorker(_Maintaining, BaseWorker):
 
     def _start(self, jobs: list[Any], queue: Any) -> list[Execution]:
         """rq's ``prepare_execution`` and ``prepare_job_execution`` for ``jobs``, in one
-        round trip: each execution is registered (started registry, the worker's index),
-        each job marked started and taken off the intermediate queue; the task jobs that
-        succeeded since the last round trip are forgotten in it too."""
-        executions = []
-        with self.connection.pipeline() as pipeline:
-            forgotten = self._forget(pipeline)
-            for job in jobs:
-                execution = Execution.create(
-                    job, self.get_heartbeat_ttl(job), pipeline=pipeline, worker_name=self.name
-                )
-                job.prepare_for_execution(self.name, pipeline)
-                pipeline.persist(job.key)
-                if len(self.queues) == 1:
-                    pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
-                executions.append(execution)
-            if self._state != WorkerStatus.BUSY:
-                self.set_state(WorkerStatus.BUSY, pipeline=pipeline)
-            try:
-                pipeline.execute()
-            finally:
-                self._forgot(forgotten)
+        round trip (:mod:`~mcp_tasks.tasks.rq_bookkeeping`): each execution is registered
+        (started registry, the worker's index), each job marked started and taken off the
+        intermediate queue; the task jobs that succeeded since the last round trip are
+        forgotten in it too."""
+        forgotten = self._drain_succeeded()
+        try:
+            if self._state == WorkerStatus.BUSY:
+                executions = self._bookkeeping.start(jobs, queue, forgotten)
+            else:
+                with self.connection.pipeline(transaction=False) as pipeline:
+                    self.set_state(WorkerStatus.BUSY, pipeline=pipeline)
+                    executions = self._bookkeeping.start(jobs, queue, forgotten, pipeline)
+                    pipeline.execute()
+        finally:
+            self._forgot(forgotten)
         for execution in executions:
             self.executions[execution.id] = execution
         return executions
@@ -377,23 +373,13 @@ class TaskWorker(_Maintaining, BaseWorker):
         finally:
             self._running.pop(ended.job.id, None)
 
-    def _forget(self, pipeline: Any) -> list[_Ended]:
-        """Queue on ``pipeline`` the forgetting of the task jobs that succeeded since the
-        last time: they keep nothing in rq (``result_ttl=0``; the task row holds the
-        result), so they and their executions go, and they are counted. Dequeuing thread."""
-        forgotten = []
+    def _drain_succeeded(self) -> list[_Ended]:
+        """The task jobs that succeeded since the last time, to forget: they keep nothing
+        in rq (``result_ttl=0``; the task row holds the result). Dequeuing thread."""
+        succeeded = []
         while not self._succeeded.empty():
-            ended = self._succeeded.get()
-            job = ended.job
-            ended.execution.delete(job, pipeline)
-            pipeline.delete(
-                job.key, job.dependents_key, job.dependencies_key, job.execution_registry.key
-            )
-            self.increment_successful_job_count(pipeline)
-            if job.started_at is not None:
-                self.increment_total_working_time(job.ended_at - job.started_at, pipeline)
-            forgotten.append(ended)
-        return forgotten
+            succeeded.append(self._succeeded.get())
+        return succeeded
 
     def _forgot(self, forgotten: list[_Ended]) -> None:
         """Done with these jobs, forgotten or not (Redis unreachable: rq's registry
@@ -404,16 +390,15 @@ class TaskWorker(_Maintaining, BaseWorker):
     def _forget_succeeded(self) -> None:
         """Forget the task jobs that succeeded, in a round trip of their own (dequeuing
         thread)."""
-        if self._succeeded.empty():
+        forgotten = self._drain_succeeded()
+        if not forgotten:
             return
-        with self.connection.pipeline() as pipeline:
-            forgotten = self._forget(pipeline)
-            try:
-                pipeline.execute()
-            except Exception:
-                logger.warning("rq bookkeeping of %d jobs failed", len(forgotten), exc_info=True)
-            finally:
-                self._forgot(forgotten)
+        try:
+            self._bookkeeping.start([], None, forgotten)
+        except Exception:
+            logger.warning("rq bookkeeping of %d jobs failed", len(forgotten), exc_info=True)
+        finally:
+            self._forgot(forgotten)
 
     # -- rq state, heartbeats and commands --------------------------------------------------
 

@@ -1,0 +1,212 @@
+"""The worker's Lua bookkeeping writes what rq's own code writes, on the real Redis.
+
+:mod:`mcp_tasks.tasks.rq_bookkeeping` replaces rq's pipelines for starting a job and for
+forgetting a task job that succeeded. Each test runs rq's code for one job and the script
+for another, side by side, and compares everything Redis then holds about each (ids and
+times aside). A new rq release that writes something else fails here.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from redis import Redis
+from rq import Queue
+from rq.executions import WORKER_EXECUTIONS_KEY_TEMPLATE, Execution
+from rq.utils import now
+
+from mcp_tasks.tasks.rq_bookkeeping import Bookkeeping
+from mcp_tasks.tasks.worker import EmbeddedTaskWorker
+
+pytestmark = pytest.mark.redis
+
+TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT[\d:.]+Z?|1\d{9}(\.\d+)?)$")
+
+
+@dataclass
+class Ended:
+    job: Any
+    execution: Execution
+
+
+Setting = tuple[Redis, Queue, EmbeddedTaskWorker, EmbeddedTaskWorker]
+
+
+@pytest.fixture
+def setting(redis_url: str) -> Iterator[Setting]:
+    """A queue, and two workers of it: one keeps its books as rq does, one with the script
+    (two, so that what each writes to its own keys is seen apart)."""
+    connection = Redis.from_url(redis_url)
+    queue = Queue(f"bookkeeping-{secrets.token_hex(4)}", connection=connection)
+    workers = [EmbeddedTaskWorker([queue], connection=connection) for _ in range(2)]
+    yield connection, queue, *workers
+    for pattern in (f"*{queue.name}*", *(f"*{worker.name}*" for worker in workers)):
+        for key in connection.scan_iter(match=pattern):
+            connection.delete(key)
+    connection.close()
+
+
+def dequeue_two(connection: Redis, queue: Queue) -> list[Any]:
+    """Two jobs of the same call, dequeued as rq dequeues them (to the intermediate queue)."""
+    jobs = [queue.enqueue("operator.add", 1, 2, result_ttl=0, job_timeout=600) for _ in range(2)]
+    for _ in jobs:
+        connection.lmove(queue.key, queue.intermediate_queue_key, "LEFT", "RIGHT")
+    return jobs
+
+
+def start_as_rq_does(worker: EmbeddedTaskWorker, queue: Queue, job: Any) -> Execution:
+    with worker.connection.pipeline() as pipeline:
+        execution = Execution.create(
+            job, worker.get_heartbeat_ttl(job), pipeline=pipeline, worker_name=worker.name
+        )
+        job.prepare_for_execution(worker.name, pipeline)
+        pipeline.persist(job.key)
+        pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
+        pipeline.execute()
+    return execution
+
+
+def forget_as_rq_does(worker: EmbeddedTaskWorker, job: Any, execution: Execution) -> None:
+    with worker.connection.pipeline() as pipeline:
+        execution.delete(job, pipeline)
+        pipeline.delete(
+            job.key, job.dependents_key, job.dependencies_key, job.execution_registry.key
+        )
+        worker.increment_successful_job_count(pipeline)
+        worker.increment_total_working_time(job.ended_at - job.started_at, pipeline)
+        pipeline.execute()
+
+
+def shared_keys(queue: Queue, worker: EmbeddedTaskWorker) -> list[str]:
+    """The keys that hold entries of several jobs."""
+    return [
+        queue.started_job_registry.key,
+        queue.intermediate_queue_key,
+        WORKER_EXECUTIONS_KEY_TEMPLATE.format(worker.name),
+    ]
+
+
+def _text(value: Any, job: Any, execution: Execution) -> str:
+    text = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+    text = text.replace(job.id, "<job>").replace(execution.id, "<execution>")
+    text = text.replace(execution.worker_name, "<worker>")
+    return "<time>" if TIMESTAMP.match(text) else text
+
+
+def state_of(
+    connection: Redis, job: Any, execution: Execution, shared: list[str]
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Everything Redis holds about ``job`` and its ``execution``: its own keys whole, and
+    its entries in the ``shared`` keys, with ids and times replaced by placeholders; and
+    apart, each TTL and sorted-set score minus the current time (compared with slack)."""
+    state: dict[str, Any] = {}
+    times: dict[str, float] = {}
+    t0 = time.time()
+    own = [key.decode() for key in connection.scan_iter(match=f"*{job.id}*")]
+
+    def name(key: str) -> str:
+        return _text(key, job, execution)
+
+    def mine(key: str, member: bytes) -> bool:
+        return key in own or job.id in member.decode()
+
+    for key in sorted(own) + shared:
+        kind = connection.type(key).decode()
+        if kind == "hash":
+            state[name(key)] = {
+                _text(k, job, execution): _text(v, job, execution)
+                for k, v in connection.hgetall(key).items()
+            }
+        elif kind == "zset":
+            for member, score in connection.zrange(key, 0, -1, withscores=True):
+                if mine(key, member):
+                    entry = f"{name(key)} {_text(member, job, execution)}"
+                    state[entry] = "member"
+                    times[f"score of {entry}"] = score - t0
+        elif kind in ("set", "list"):
+            members = connection.smembers(key) if kind == "set" else connection.lrange(key, 0, -1)
+            state[name(key)] = sorted(_text(m, job, execution) for m in members if mine(key, m))
+        elif kind != "none":
+            state[name(key)] = kind
+        ttl = connection.ttl(key)
+        if ttl >= 0 and (key in own or state.get(name(key))):
+            times[f"ttl of {name(key)}"] = ttl
+    return state, times
+
+
+def assert_same(left: tuple[dict[str, Any], dict[str, float]], right: Any) -> None:
+    assert left[0] == right[0]
+    assert left[1].keys() == right[1].keys()
+    for what, value in left[1].items():
+        assert abs(value - right[1][what]) <= 2, what
+
+
+def test_the_script_starts_a_job_as_rq_does(
+    setting: Setting,
+) -> None:
+    connection, queue, rq_worker, worker = setting
+    by_rq, by_script = dequeue_two(connection, queue)
+    rq_execution = start_as_rq_does(rq_worker, queue, by_rq)
+    [script_execution] = Bookkeeping(worker).start([by_script], queue, [])
+
+    rq_state = state_of(connection, by_rq, rq_execution, shared_keys(queue, rq_worker))
+    assert_same(
+        rq_state, state_of(connection, by_script, script_execution, shared_keys(queue, worker))
+    )
+    # What is compared is not empty: the job is started, its execution registered.
+    assert rq_state[0]["rq:job:<job>"]["status"] == "started"
+    assert f"{queue.started_job_registry.key} <job>:<execution>" in rq_state[0]
+    assert rq_state[0]["rq:execution:<job>:<execution>"]["worker_name"] == "<worker>"
+    assert rq_state[1]["ttl of rq:worker:<worker>:executions"] > 60
+    # The objects the worker keeps say the same as Redis.
+    by_script.refresh()  # type: ignore[no-untyped-call]
+    assert by_script.get_status() == "started" and by_script.worker_name == worker.name
+    assert sorted(queue.started_job_registry.get_job_ids()) == sorted([by_rq.id, by_script.id])
+
+
+def test_the_script_forgets_a_succeeded_job_as_rq_does(setting: Setting) -> None:
+    connection, queue, rq_worker, worker = setting
+    by_rq, by_script = dequeue_two(connection, queue)
+    bookkeeping = Bookkeeping(worker)
+    rq_execution = start_as_rq_does(rq_worker, queue, by_rq)
+    [script_execution] = bookkeeping.start([by_script], queue, [])
+    by_rq.started_at = by_script.started_at = now()
+    time.sleep(0.05)
+    by_rq.ended_at = by_script.ended_at = now()
+
+    forget_as_rq_does(rq_worker, by_rq, rq_execution)
+    bookkeeping.start([], None, [Ended(by_script, script_execution)])
+
+    for job, execution, owner in (
+        (by_rq, rq_execution, rq_worker),
+        (by_script, script_execution, worker),
+    ):
+        assert state_of(connection, job, execution, shared_keys(queue, owner)) == ({}, {})
+        counts = connection.hgetall(owner.key)
+        assert counts[b"successful_job_count"] == b"1"
+        assert 0.05 <= float(counts[b"total_working_time"]) < 1
+
+
+def test_jobs_start_and_others_are_forgotten_in_one_call(setting: Setting) -> None:
+    connection, queue, _, worker = setting
+    first, second = dequeue_two(connection, queue)
+    bookkeeping = Bookkeeping(worker)
+    [execution] = bookkeeping.start([first], queue, [])
+    first.ended_at = now()
+
+    [next_execution] = bookkeeping.start([second], queue, [Ended(first, execution)])
+
+    assert queue.started_job_registry.get_job_ids() == [second.id]
+    assert connection.exists(first.key) == 0 and connection.exists(execution.key) == 0
+    assert connection.exists(next_execution.key) == 1
+    assert connection.smembers(execution.worker_executions_key) == {
+        f"{second.id}:{next_execution.id}".encode()
+    }
+    assert connection.llen(queue.intermediate_queue_key) == 0
+    assert connection.hget(worker.key, "successful_job_count") == b"1"
