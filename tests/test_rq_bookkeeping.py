@@ -45,7 +45,7 @@ def setting(redis_url: str) -> Iterator[Setting]:
     connection = Redis.from_url(redis_url)
     queue = Queue(f"bookkeeping-{secrets.token_hex(4)}", connection=connection)
     workers = [EmbeddedTaskWorker([queue], connection=connection) for _ in range(2)]
-    yield connection, queue, *workers
+    yield connection, queue, workers[0], workers[1]
     for pattern in (f"*{queue.name}*", *(f"*{worker.name}*" for worker in workers)):
         for key in connection.scan_iter(match=pattern):
             connection.delete(key)
@@ -100,7 +100,7 @@ def _text(value: Any, job: Any, execution: Execution) -> str:
 
 
 def state_of(
-    connection: Redis, job: Any, execution: Execution, shared: list[str]
+    connection: Any, job: Any, execution: Execution, shared: list[str]
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """Everything Redis holds about ``job`` and its ``execution``: its own keys whole, and
     its entries in the ``shared`` keys, with ids and times replaced by placeholders; and
@@ -165,7 +165,7 @@ def test_the_script_starts_a_job_as_rq_does(
     assert rq_state[0]["rq:execution:<job>:<execution>"]["worker_name"] == "<worker>"
     assert rq_state[1]["ttl of rq:worker:<worker>:executions"] > 60
     # The objects the worker keeps say the same as Redis.
-    by_script.refresh()  # type: ignore[no-untyped-call]
+    by_script.refresh()
     assert by_script.get_status() == "started" and by_script.worker_name == worker.name
     assert sorted(queue.started_job_registry.get_job_ids()) == sorted([by_rq.id, by_script.id])
 
