@@ -153,7 +153,8 @@ def test_the_script_starts_a_job_as_rq_does(
     connection, queue, rq_worker, worker = setting
     by_rq, by_script = dequeue_two(connection, queue)
     rq_execution = start_as_rq_does(rq_worker, queue, by_rq)
-    [script_execution] = Bookkeeping(worker).start([by_script], queue, [])
+    [started] = Bookkeeping(worker).run(queue, job_ids=[by_script.id])
+    script_execution = started.execution
 
     rq_state = state_of(connection, by_rq, rq_execution, shared_keys(queue, rq_worker))
     assert_same(
@@ -164,7 +165,11 @@ def test_the_script_starts_a_job_as_rq_does(
     assert f"{queue.started_job_registry.key} <job>:<execution>" in rq_state[0]
     assert rq_state[0]["rq:execution:<job>:<execution>"]["worker_name"] == "<worker>"
     assert rq_state[1]["ttl of rq:worker:<worker>:executions"] > 60
-    # The objects the worker keeps say the same as Redis.
+    # The job the worker keeps says what Redis says.
+    kept = started.job
+    assert (kept.id, kept.get_status(refresh=False)) == (by_script.id, "started")
+    assert kept.args == by_script.args and kept.worker_name == worker.name
+    assert kept.started_at is not None and kept.origin == queue.name
     by_script.refresh()
     assert by_script.get_status() == "started" and by_script.worker_name == worker.name
     assert sorted(queue.started_job_registry.get_job_ids()) == sorted([by_rq.id, by_script.id])
@@ -175,13 +180,15 @@ def test_the_script_forgets_a_succeeded_job_as_rq_does(setting: Setting) -> None
     by_rq, by_script = dequeue_two(connection, queue)
     bookkeeping = Bookkeeping(worker)
     rq_execution = start_as_rq_does(rq_worker, queue, by_rq)
-    [script_execution] = bookkeeping.start([by_script], queue, [])
+    [started] = bookkeeping.run(queue, job_ids=[by_script.id])
+    script_execution = started.execution
+    by_script = started.job
     by_rq.started_at = by_script.started_at = now()
     time.sleep(0.05)
     by_rq.ended_at = by_script.ended_at = now()
 
     forget_as_rq_does(rq_worker, by_rq, rq_execution)
-    bookkeeping.start([], None, [Ended(by_script, script_execution)])
+    bookkeeping.run(queue, forgotten=[Ended(by_script, script_execution)])
 
     for job, execution, owner in (
         (by_rq, rq_execution, rq_worker),
@@ -197,10 +204,14 @@ def test_jobs_start_and_others_are_forgotten_in_one_call(setting: Setting) -> No
     connection, queue, _, worker = setting
     first, second = dequeue_two(connection, queue)
     bookkeeping = Bookkeeping(worker)
-    [execution] = bookkeeping.start([first], queue, [])
+    [started] = bookkeeping.run(queue, job_ids=[first.id])
+    execution = started.execution
     first.ended_at = now()
 
-    [next_execution] = bookkeeping.start([second], queue, [Ended(first, execution)])
+    [next_started] = bookkeeping.run(
+        queue, job_ids=[second.id], forgotten=[Ended(first, execution)]
+    )
+    next_execution = next_started.execution
 
     assert queue.started_job_registry.get_job_ids() == [second.id]
     assert connection.exists(first.key) == 0 and connection.exists(execution.key) == 0
@@ -210,3 +221,27 @@ def test_jobs_start_and_others_are_forgotten_in_one_call(setting: Setting) -> No
     }
     assert connection.llen(queue.intermediate_queue_key) == 0
     assert connection.hget(worker.key, "successful_job_count") == b"1"
+
+
+def test_waiting_jobs_are_taken_in_queue_order_and_those_whose_hash_is_gone_skipped(
+    setting: Setting,
+) -> None:
+    connection, queue, _, worker = setting
+    jobs = [queue.enqueue("operator.add", number, 1, result_ttl=0) for number in range(5)]
+    connection.delete(jobs[1].key)  # gone while queued
+    bookkeeping = Bookkeeping(worker)
+
+    started = bookkeeping.run(queue, take=3)
+
+    assert [entry.job.id for entry in started] == [jobs[0].id, jobs[2].id]
+    assert [entry.job.args for entry in started] == [(0, 1), (2, 1)]
+    assert queue.get_job_ids() == [jobs[3].id, jobs[4].id]
+    assert connection.llen(queue.intermediate_queue_key) == 0
+    assert sorted(queue.started_job_registry.get_job_ids()) == sorted([jobs[0].id, jobs[2].id])
+    assert connection.hget(worker.key, "state") == b"busy"
+
+    # A job given by id (dequeued by rq's blocking wait) whose hash went meanwhile.
+    connection.lmove(queue.key, queue.intermediate_queue_key)
+    connection.delete(jobs[3].key)
+    assert bookkeeping.run(queue, job_ids=[jobs[3].id]) == []
+    assert connection.llen(queue.intermediate_queue_key) == 0

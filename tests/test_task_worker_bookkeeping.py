@@ -25,6 +25,7 @@ from rq import Queue
 from mcp_tasks.db import db
 from mcp_tasks.models import Task
 from mcp_tasks.tasks import queue as task_queue, service
+from mcp_tasks.tasks.rq_bookkeeping import Started
 from mcp_tasks.tasks.worker import EmbeddedTaskWorker
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
@@ -90,9 +91,9 @@ def test_waiting_jobs_are_taken_together_in_queue_order_and_kept_in_rqs_registri
     batches: list[list[str]] = []
     take = worker._take_waiting
 
-    def recorded(limit: int) -> list[tuple[Any, Any]]:
+    def recorded(limit: int) -> list[Started]:
         taken = take(limit)
-        batches.append([job.id for job, _ in taken])
+        batches.append([entry.job.id for entry in taken])
         return taken
 
     monkeypatch.setattr(worker, "_take_waiting", recorded)
@@ -143,14 +144,14 @@ def test_task_jobs_that_succeed_are_forgotten_and_an_idle_worker_waits_long_agai
         for number in range(3)
     ]
     worker = EmbeddedTaskWorker([queue], connection=connection, maintenance_interval=1)
-    timeouts: list[float | None] = []
-    dequeue_any = worker.queue_class.dequeue_any
+    timeouts: list[float] = []
+    blmove = connection.blmove
 
-    def recorded(queues: Any, timeout: Any, **kwargs: Any) -> Any:
+    def recorded(source: str, destination: str, timeout: float, *args: Any) -> Any:
         timeouts.append(timeout)
-        return dequeue_any(queues, timeout, **kwargs)
+        return blmove(source, destination, timeout, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(worker.queue_class, "dequeue_any", recorded)
+    monkeypatch.setattr(connection, "blmove", recorded)
 
     def work() -> None:
         try:

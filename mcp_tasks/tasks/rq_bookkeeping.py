@@ -1,43 +1,77 @@
 """rq's bookkeeping of the jobs a :class:`~mcp_tasks.tasks.worker.TaskWorker` starts and
-of the task jobs it forgets, written by one Lua script in one round trip.
+of the task jobs it forgets, in one Lua script and one round trip.
 
-rq builds that bookkeeping as a pipeline of about ten commands per job (the execution's
-hash, the job's execution registry, the started registry, the worker's execution index,
-the job's hash, the intermediate queue); building, sending and parsing them cost a
-quarter of a busy worker's CPU. The script writes the same keys with the same values
-(``tests/test_rq_bookkeeping.py`` compares it with rq's own code on a real Redis) and
-runs atomically, as rq's ``MULTI`` did.
+rq reads a dequeued job's hash in one round trip, then starts it with a pipeline of about
+ten commands (the execution's hash, the job's execution registry, the started registry,
+the worker's execution index, the job's hash, the intermediate queue); building, sending
+and parsing those cost a busy worker about a third of its CPU. The script reads the jobs
+(given by id, or taken from the queue), writes the same keys with the same values as rq
+(``tests/test_rq_bookkeeping.py`` compares it with rq's own code on a real Redis), forgets
+the task jobs that succeeded meanwhile, and runs atomically, as rq's ``MULTI`` did.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import uuid4
 
+from rq.defaults import RQ_KEY_PREFIX
 from rq.executions import WORKER_EXECUTIONS_KEY_TEMPLATE, Execution, ExecutionRegistry
 from rq.job import JobStatus
-from rq.utils import now, utcformat
+from rq.utils import as_text, now, utcformat
+from rq.worker import WorkerStatus
 
-#: KEYS: the worker's hash, its execution index, then 5 per job that starts (its
-#: execution, the job's execution registry, the started registry, the job, the
-#: intermediate queue or the job again when there is none) and 6 per job forgotten (its
-#: execution, the job's execution registry, the started registry, the job, its dependents
-#: and its dependencies). ARGV: the worker's name, now (seconds as a float, as whole
-#: seconds, in rq's text format), how many start, how many are forgotten, then 3 per job
-#: that starts (execution id, job id, heartbeat TTL) and 3 per job forgotten (execution
-#: id, job id, seconds it worked).
+#: KEYS: the worker's hash, its execution index, the queue, its intermediate queue (the
+#: queue again when there is none: a worker of several queues), the queue's started
+#: registry, then 6 per job forgotten (its execution, the job's execution registry, the
+#: started registry, the job, its dependents, its dependencies).
+#: ARGV: the worker's name, now (seconds as a float, as whole seconds, in rq's text
+#: format), rq's job monitoring interval, the job and execution key prefixes (``rq:job:``,
+#: ``rq:execution``: executions are ``rq:execution:<job>:<id>``, a job's execution registry
+#: ``rq:executions:<job>``), "1" to mark
+#: the worker busy, how many jobs to take from the queue, how many are given, how many
+#: are forgotten; then 3 per job forgotten (execution id, job id, seconds it worked), the
+#: given job ids, and an execution id for each job that may start.
+#: Returns job id, execution id and the job's hash (as it was before) of each started job.
 _SCRIPT = """
 local worker_name, now, now_whole, now_text = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local starting, forgotten = tonumber(ARGV[5]), tonumber(ARGV[6])
-local index = KEYS[2]
-local k, a = 3, 7
-for _ = 1, starting do
-  local execution, registry, started, job, intermediate =
-    KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
-  local id, job_id, ttl = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+local monitoring, job_prefix, execution_prefix = tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local mark_busy, to_take = ARGV[8] == '1', tonumber(ARGV[9])
+local given, forgotten = tonumber(ARGV[10]), tonumber(ARGV[11])
+local worker, index, queue, intermediate, started = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+local k, a, worked = 6, 12, 0
+for _ = 1, forgotten do
+  local composite = ARGV[a + 1] .. ':' .. ARGV[a]
+  redis.call('DEL', KEYS[k])
+  redis.call('ZREM', KEYS[k + 2], composite)
+  redis.call('SREM', index, composite)
+  redis.call('DEL', KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 1])
+  worked = worked + tonumber(ARGV[a + 2])
+  k, a = k + 6, a + 3
+end
+if forgotten > 0 then
+  redis.call('HINCRBY', worker, 'successful_job_count', forgotten)
+  redis.call('HINCRBYFLOAT', worker, 'total_working_time', worked)
+end
+
+local execution_ids, taken = a + given, {}
+local function start(job_id)
+  local job = job_prefix .. job_id
+  local fields = redis.call('HGETALL', job)
+  if #fields == 0 then  -- deleted while queued: skipped, as rq's dequeue skips it
+    if intermediate ~= queue then redis.call('LREM', intermediate, 1, job_id) end
+    return
+  end
+  local id = ARGV[execution_ids + #taken / 3]
   local composite = job_id .. ':' .. id
+  local execution = execution_prefix .. ':' .. composite
+  local registry = execution_prefix .. 's:' .. job_id
+  local timeout = tonumber(redis.call('HGET', job, 'timeout'))
+  local ttl = monitoring + 60
+  if timeout and timeout > 0 then ttl = math.floor(math.min(timeout, monitoring)) + 60 end
   redis.call('HSET', execution, 'id', id, 'job_id', job_id, 'created_at', now,
     'last_heartbeat', now, 'worker_name', worker_name)
   redis.call('EXPIRE', execution, ttl)
@@ -49,27 +83,19 @@ for _ = 1, starting do
   redis.call('HSET', job, 'last_heartbeat', now_text, 'status', 'started',
     'started_at', now_text, 'worker_name', worker_name)
   redis.call('PERSIST', job)
-  if intermediate ~= job then
-    redis.call('LREM', intermediate, 1, job_id)
-  end
-  k, a = k + 5, a + 3
+  if intermediate ~= queue then redis.call('LREM', intermediate, 1, job_id) end
+  taken[#taken + 1] = job_id
+  taken[#taken + 1] = id
+  taken[#taken + 1] = fields
 end
-local worked = 0
-for _ = 1, forgotten do
-  local execution, registry, started, job = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
-  local composite = ARGV[a + 1] .. ':' .. ARGV[a]
-  redis.call('DEL', execution)
-  redis.call('ZREM', started, composite)
-  redis.call('SREM', index, composite)
-  redis.call('DEL', job, KEYS[k + 4], KEYS[k + 5], registry)
-  worked = worked + tonumber(ARGV[a + 2])
-  k, a = k + 6, a + 3
+for i = 1, given do start(ARGV[a + i - 1]) end
+for _ = 1, to_take do
+  local job_id = redis.call('LMOVE', queue, intermediate, 'LEFT', 'RIGHT')
+  if not job_id then break end
+  start(job_id)
 end
-if forgotten > 0 then
-  redis.call('HINCRBY', KEYS[1], 'successful_job_count', forgotten)
-  redis.call('HINCRBYFLOAT', KEYS[1], 'total_working_time', worked)
-end
-return starting
+if mark_busy and #taken > 0 then redis.call('HSET', worker, 'state', 'busy') end
+return taken
 """
 
 
@@ -81,8 +107,17 @@ class Succeeded(Protocol):
     execution: Execution
 
 
+@dataclass
+class Started:
+    """A job the script started: marked started, its execution registered."""
+
+    job: Any
+    queue: Any
+    execution: Execution
+
+
 class Bookkeeping:
-    """Writes rq's bookkeeping of a worker's jobs with :data:`_SCRIPT`."""
+    """Starts and forgets a worker's jobs with :data:`_SCRIPT`."""
 
     def __init__(self, worker: Any) -> None:
         self.worker = worker
@@ -90,42 +125,47 @@ class Bookkeeping:
         self._index_key = WORKER_EXECUTIONS_KEY_TEMPLATE.format(worker.name)
         self._started_keys: dict[str, str] = {}  # by queue name
 
-    def start(
-        self, jobs: Sequence[Any], queue: Any, forgotten: Sequence[Succeeded], client: Any = None
-    ) -> list[Execution]:
-        """Start ``jobs`` (dequeued from ``queue``) as rq's ``prepare_execution`` and
-        ``prepare_job_execution`` do, and forget ``forgotten`` as rq forgets a finished
-        job with no result to keep; ``client``: a pipeline to send the script on."""
+    def run(
+        self,
+        queue: Any,
+        *,
+        take: int = 0,
+        job_ids: Sequence[str] = (),
+        forgotten: Sequence[Succeeded] = (),
+    ) -> list[Started]:
+        """Forget ``forgotten`` (as rq forgets a finished job with no result to keep), then
+        start the jobs ``job_ids`` (dequeued from ``queue``) and up to ``take`` jobs waiting
+        in ``queue``, as rq's dequeue, ``prepare_execution`` and ``prepare_job_execution``
+        do. The started jobs, in queue order; none whose hash is gone."""
         worker = self.worker
-        connection = worker.connection
-        keys = [worker.key, self._index_key]
-        args: list[Any] = []
-        executions = []
-        started_at: datetime | None = None
         one_queue = len(worker.queues) == 1
-        for job in jobs:
-            execution = Execution(uuid4().hex, job.id, connection, worker_name=worker.name)
-            execution._job = job
-            started_at = started_at or execution.created_at
-            execution.created_at = execution.last_heartbeat = started_at
-            keys += [
-                execution.key,
-                ExecutionRegistry.key_template.format(job.id),
-                self._started_key(job),
-                job.key,
-                queue.intermediate_queue_key if one_queue else job.key,
-            ]
-            args += [execution.id, job.id, worker.get_heartbeat_ttl(job)]
-            job.worker_name = worker.name
-            job.last_heartbeat = job.started_at = started_at
-            job._status = JobStatus.STARTED
-            executions.append(execution)
+        keys = [
+            worker.key,
+            self._index_key,
+            queue.key,
+            queue.intermediate_queue_key if one_queue else queue.key,
+            self._started_key(queue.name, queue),
+        ]
+        moment = now()
+        args: list[Any] = [
+            worker.name,
+            moment.timestamp(),
+            int(moment.timestamp()),
+            utcformat(moment),
+            worker.job_monitoring_interval,
+            worker.job_class.redis_job_namespace_prefix,
+            f"{RQ_KEY_PREFIX}:execution",
+            "1" if worker._state != WorkerStatus.BUSY else "0",
+            take,
+            len(job_ids),
+            len(forgotten),
+        ]
         for entry in forgotten:
             job, execution = entry.job, entry.execution
             keys += [
                 execution.key,
                 ExecutionRegistry.key_template.format(job.id),
-                self._started_key(job),
+                self._started_key(job.origin, job),
                 job.key,
                 job.dependents_key,
                 job.dependencies_key,
@@ -136,21 +176,39 @@ class Bookkeeping:
                 else 0.0
             )
             args += [execution.id, job.id, worked]
-        moment = started_at or now()
-        head = [
-            worker.name,
-            moment.timestamp(),
-            int(moment.timestamp()),
-            utcformat(moment),
-            len(jobs),
-            len(forgotten),
+        args += [*job_ids, *(uuid4().hex for _ in range(take + len(job_ids)))]
+        reply = self._script(keys=keys, args=args)
+        started = [
+            self._started(queue, job_id, execution_id, fields, moment)
+            for job_id, execution_id, fields in zip(
+                reply[::3], reply[1::3], reply[2::3], strict=True
+            )
         ]
-        self._script(keys=keys, args=head + args, client=client)
-        return executions
+        if started:
+            worker._state = WorkerStatus.BUSY
+        return started
 
-    def _started_key(self, job: Any) -> str:
-        """The key of the started registry of ``job``'s queue (rq's, made once per queue)."""
-        key = self._started_keys.get(job.origin)
+    def _started(
+        self, queue: Any, job_id: bytes, execution_id: bytes, fields: list[Any], at: Any
+    ) -> Started:
+        worker = self.worker
+        job = worker.job_class(
+            as_text(job_id), connection=worker.connection, serializer=worker.serializer
+        )
+        job.restore(dict(zip(fields[::2], fields[1::2], strict=True)))
+        job.redis_server_version = worker.get_redis_server_version()
+        job.worker_name = worker.name
+        job.last_heartbeat = job.started_at = at
+        job._status = JobStatus.STARTED
+        execution = Execution(as_text(execution_id), job.id, worker.connection, worker.name)
+        execution.created_at = execution.last_heartbeat = at
+        execution._job = job
+        return Started(job, queue, execution)
+
+    def _started_key(self, queue_name: str, owner: Any) -> str:
+        """The key of the started registry of a queue (rq's, made once per queue);
+        ``owner``: that queue, or a job of it."""
+        key = self._started_keys.get(queue_name)
         if key is None:
-            key = self._started_keys[job.origin] = str(job.started_job_registry.key)
+            key = self._started_keys[queue_name] = str(owner.started_job_registry.key)
         return key

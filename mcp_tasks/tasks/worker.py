@@ -44,7 +44,7 @@ from ..server import mcp
 from . import service
 from .job import execute
 from .queue import JOB_FUNCTION
-from .rq_bookkeeping import Bookkeeping
+from .rq_bookkeeping import Bookkeeping, Started
 from .runtime import JobSlot, Runtime, Slots, runtime_for_loop
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -60,25 +60,6 @@ BEHIND_AFTER = 0.005
 #: Longest blocking dequeue while jobs run: the rq bookkeeping of a job that ended goes out
 #: with the next job's start, or alone within about this many seconds.
 FORGET_WITHIN = 0.1
-
-#: rq's dequeue (LMOVE to the intermediate queue, then the job's hash) for up to ARGV[1]
-#: jobs in one round trip. KEYS: the queue, its intermediate queue; ARGV[2]: the job key
-#: prefix. A job whose hash is gone is skipped, as rq's dequeue skips it.
-_TAKE_SCRIPT = """
-local taken = {}
-for _ = 1, tonumber(ARGV[1]) do
-  local id = redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
-  if not id then break end
-  local fields = redis.call('HGETALL', ARGV[2] .. id)
-  if #fields == 0 then
-    redis.call('LREM', KEYS[2], 1, id)
-  else
-    taken[#taken + 1] = id
-    taken[#taken + 1] = fields
-  end
-end
-return taken
-"""
 
 
 @dataclass
@@ -167,9 +148,8 @@ class TaskWorker(_Maintaining, BaseWorker):
         self.runtime: Runtime | None = None
         self._loop_thread: threading.Thread | None = None
         self._running: dict[str, _Running] = {}  # by job id
-        self._taken: list[Any] = []  # jobs dequeued with the one rq's loop executes next
+        self._taken: list[Started] = []  # the jobs started with the one rq executes next
         self._behind = True  # the last job dequeued had waited (or none yet): more may wait
-        self._take_script = self.connection.register_script(_TAKE_SCRIPT)
         self._bookkeeping = Bookkeeping(self)
         self._bookkeeper = ThreadPoolExecutor(1, thread_name_prefix="mcp_tasks-rq")
         self._succeeded: SimpleQueue[_Ended] = SimpleQueue()  # task jobs for _forget_succeeded
@@ -233,8 +213,8 @@ class TaskWorker(_Maintaining, BaseWorker):
         self, timeout: int | None, max_idle_time: int | None = None
     ) -> Any:
         # Take jobs only when slots are free; keep rq's heartbeats going meanwhile. While the
-        # worker is behind (its last job had waited), several waiting jobs come in one round
-        # trip; otherwise, and when none wait, the queue is waited on as rq does.
+        # worker is behind (its last job had waited), several waiting jobs are started in one
+        # round trip; otherwise, and when none wait, the queue is waited on as rq does.
         self._interruptible = True
         try:
             while not self.slots.wait_available(timeout=1.0):
@@ -242,94 +222,127 @@ class TaskWorker(_Maintaining, BaseWorker):
                 self.heartbeat()
                 self._forget_succeeded()
             self._beat_executions()
-            taken = self._take_waiting(min(self.slots.free(), TAKE_AT_ONCE)) if self._behind else []
-            if not taken:
-                dequeued = self._wait_for_job(timeout, max_idle_time)
-                taken = [dequeued] if dequeued is not None else []
-            if not taken:
+            started = (
+                self._take_waiting(min(self.slots.free(), TAKE_AT_ONCE)) if self._behind else []
+            )
+            if not started:
+                started = self._wait_for_job(timeout, max_idle_time)
+            if not started:
                 return None
-            enqueued_at = taken[-1][0].enqueued_at
+            enqueued_at = started[-1].job.enqueued_at
             self._behind = enqueued_at is not None and (
                 (now() - enqueued_at).total_seconds() > BEHIND_AFTER
             )
-            self._taken = taken[1:]
-            return taken[0]
+            self._taken = started
+            return started[0].job, started[0].queue
         finally:
             self._interruptible = False
 
-    def _wait_for_job(self, timeout: int | None, max_idle_time: int | None) -> Any:
+    def _wait_for_job(self, timeout: int | None, max_idle_time: int | None) -> list[Started]:
         """rq's blocking dequeue. While jobs run, it waits :data:`FORGET_WITHIN` at a time,
         and the jobs that ended meanwhile are forgotten with the next job's start, else
         after such a wait; once none runs, they are forgotten and rq's full wait follows
         (a worker running jobs is not idle: ``max_idle_time`` counts from then)."""
         while self._running and timeout is not None:
-            dequeued = super().dequeue_job_and_maintain_ttl(timeout, FORGET_WITHIN)  # type: ignore[arg-type]
-            if dequeued is not None:
-                return dequeued
+            started = self._dequeue(timeout, FORGET_WITHIN)
+            if started:
+                return started
             self._forget_succeeded()
         self._forget_succeeded()  # jobs are queued here before they leave the running set
-        return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        return self._dequeue(timeout, max_idle_time)
 
-    def _take_waiting(self, limit: int) -> list[tuple[Any, Any]]:
+    def _dequeue(self, timeout: float | None, max_idle_time: float | None) -> list[Started]:
+        """rq's dequeue loop (heartbeats, maintenance, Redis errors retried with back-off,
+        ``max_idle_time``; no ``timeout``: one look, as in burst mode), with the job read
+        and started by the bookkeeping script in one round trip. Several queues: rq's own
+        dequeue (it orders them), then the script."""
+        if len(self.queues) != 1:
+            dequeued = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)  # type: ignore[arg-type]
+            if dequeued is None:
+                return []
+            return self._start(dequeued[1], job_ids=[dequeued[0].id])
+        queue = self.queues[0]
+        self.set_state(WorkerStatus.IDLE)
+        idle_since = time.monotonic()
+        wait = 1.0
+        while True:
+            try:
+                self.heartbeat()
+                if self.should_run_maintenance_tasks:
+                    self.run_maintenance_tasks()
+                if timeout is None:
+                    job_id = self.connection.lmove(queue.key, queue.intermediate_queue_key)
+                else:
+                    limit: float = timeout
+                    if max_idle_time is not None:
+                        limit = min(
+                            limit, max(max_idle_time - (time.monotonic() - idle_since), 0.01)
+                        )
+                    job_id = self.connection.blmove(
+                        queue.key,
+                        queue.intermediate_queue_key,
+                        limit,  # type: ignore[arg-type]  # redis-py sends a float as it is
+                    )
+                if job_id is not None:
+                    started = self._start(queue, job_ids=[as_text(job_id)])
+                    if started:
+                        return started
+                    continue  # its hash was gone: the next one
+                if timeout is None or (
+                    max_idle_time is not None and time.monotonic() - idle_since >= max_idle_time
+                ):
+                    return []
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
+                logger.error(
+                    "rq worker %s: Redis unreachable (%s), retrying in %g s", self.name, error, wait
+                )
+                time.sleep(wait)
+                wait = min(wait * self.exponential_backoff_factor, self.max_connection_wait_time)
+
+    def _take_waiting(self, limit: int) -> list[Started]:
         """Up to ``limit`` jobs waiting in the queue, dequeued as rq dequeues them (moved to
-        its intermediate queue), with their data, in one round trip. [] when none wait,
-        with several queues (rq orders those), or when Redis cannot be reached (rq's own
+        its intermediate queue) and started, in one round trip. [] when none wait, with
+        several queues (rq orders those), or when Redis cannot be reached (rq's own
         dequeue then waits for it)."""
         if len(self.queues) != 1 or limit < 1:
             return []
-        queue = self.queues[0]
         try:
-            taken = self._take_script(
-                keys=[queue.key, queue.intermediate_queue_key],
-                args=[limit, self.job_class.redis_job_namespace_prefix],
-            )
+            return self._start(self.queues[0], take=limit)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
             return []
-        jobs = []
-        for job_id, fields in zip(taken[::2], taken[1::2], strict=True):
-            job = self.job_class(
-                as_text(job_id), connection=self.connection, serializer=self.serializer
+
+    def _start(
+        self, queue: Any, *, take: int = 0, job_ids: list[str] | None = None
+    ) -> list[Started]:
+        """Start the jobs ``job_ids`` and up to ``take`` waiting ones (see
+        :meth:`Bookkeeping.run`); the task jobs that succeeded since the last round trip
+        are forgotten in it too."""
+        forgotten = self._drain_succeeded()
+        try:
+            started = self._bookkeeping.run(
+                queue, take=take, job_ids=job_ids or (), forgotten=forgotten
             )
-            job.restore(dict(zip(fields[::2], fields[1::2], strict=True)))
-            job.redis_server_version = self.get_redis_server_version()  # type: ignore[no-untyped-call]
-            jobs.append((job, queue))
-        return jobs
+        finally:
+            self._forgot(forgotten)
+        for entry in started:
+            self.executions[entry.execution.id] = entry.execution
+        return started
 
     def execute_job(self, job: Any, queue: Any) -> None:
-        """Start the job (and those dequeued with it) on the event loop and return at once
+        """Run the job (and those started with it) on the event loop and return at once
         (the next dequeue follows). rq counts them as one (``--max-jobs``)."""
-        taken, self._taken = [(job, queue), *self._taken], []
-        executions = self._start([job for job, _ in taken], queue)
-        for (job, queue), execution in zip(taken, executions, strict=True):
+        started, self._taken = self._taken, []
+        if not started or started[0].job is not job:  # not dequeued here: start it now
+            started = self._start(queue, job_ids=[job.id])
+        for entry in started:
             self.slots.take_now()
             # Registered before it is scheduled: a short job can end (and be forgotten by
             # _forget_succeeded) before run_coroutine_threadsafe returns to this thread.
-            running = self._running[job.id] = _Running(job)
+            running = self._running[entry.job.id] = _Running(entry.job)
             running.future = asyncio.run_coroutine_threadsafe(
-                self._perform(job, queue, execution),
+                self._perform(entry.job, entry.queue, entry.execution),
                 self.loop,  # type: ignore[arg-type]
             )
-
-    def _start(self, jobs: list[Any], queue: Any) -> list[Execution]:
-        """rq's ``prepare_execution`` and ``prepare_job_execution`` for ``jobs``, in one
-        round trip (:mod:`~mcp_tasks.tasks.rq_bookkeeping`): each execution is registered
-        (started registry, the worker's index), each job marked started and taken off the
-        intermediate queue; the task jobs that succeeded since the last round trip are
-        forgotten in it too."""
-        forgotten = self._drain_succeeded()
-        try:
-            if self._state == WorkerStatus.BUSY:
-                executions = self._bookkeeping.start(jobs, queue, forgotten)
-            else:
-                with self.connection.pipeline(transaction=False) as pipeline:
-                    self.set_state(WorkerStatus.BUSY, pipeline=pipeline)
-                    executions = self._bookkeeping.start(jobs, queue, forgotten, pipeline)
-                    pipeline.execute()
-        finally:
-            self._forgot(forgotten)
-        for execution in executions:
-            self.executions[execution.id] = execution
-        return executions
 
     async def _perform(self, job: Any, queue: Any, execution: Execution) -> None:
         """Run one job to its end on the loop, then do rq's bookkeeping off the loop."""
@@ -394,7 +407,7 @@ class TaskWorker(_Maintaining, BaseWorker):
         if not forgotten:
             return
         try:
-            self._bookkeeping.start([], None, forgotten)
+            self._bookkeeping.run(self.queues[0], forgotten=forgotten)
         except Exception:
             logger.warning("rq bookkeeping of %d jobs failed", len(forgotten), exc_info=True)
         finally:
