@@ -3,16 +3,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, connections, transaction
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
-from mcp_tasks.models import Task, TaskSnapshot
-from mcp_tasks.tasks import rows
+from mcp_tasks.db import db
+from mcp_tasks.models import Task, TaskSnapshot, TaskStatus
+from mcp_tasks.tasks import rows, service
+from mcp_tasks.tasks.loop_database import LoopDatabase
 
 pytestmark = pytest.mark.django_db
 
@@ -188,3 +191,92 @@ def test_hot_statements_bind_on_the_server_so_postgresql_can_prepare_them() -> N
     on_tasks = [s for s in prepared if Task._meta.db_table in s]
     assert any(TaskSnapshot._meta.db_table not in s for s in on_tasks), prepared  # task_of
     assert any(TaskSnapshot._meta.db_table in s for s in on_tasks), prepared  # with snapshot
+
+
+# -- a task worker's own statements, sent from its event loop (PostgreSQL) --------------------
+
+postgres_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="psycopg's AsyncConnection: PostgreSQL only"
+)
+TIMES = {"heartbeat_at", "updated_at", "started_at", "finished_at", "created_at", "expires_at"}
+
+
+def _fields(task: Task) -> dict[str, Any]:
+    return {k: v for k, v in model_to_dict(task).items() if k not in TIMES | {"id"}}
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_and_a_result_sent_from_the_event_loop_write_what_the_orm_path_writes() -> None:
+    for task_id in ("by-orm", "by-loop"):
+        make_task(id=task_id, status=TaskStatus.WORKING)
+
+    async def from_the_loop() -> tuple[Task | None, bool, Task | None]:
+        database = LoopDatabase()
+        try:
+            claimed = await service.abegin_run(database, "by-loop", "worker-1", 0)
+            assert claimed is not None
+            completed = await service.acomplete(database, claimed, RESULT)
+            again = await service.abegin_run(database, "by-loop", "worker-1", 0)
+            return claimed, completed, again
+        finally:
+            await database.close()
+
+    by_orm = service.begin_run("by-orm", "worker-1", 0)
+    claimed, completed, claimed_again = asyncio.run(from_the_loop())
+    assert by_orm is not None and claimed is not None
+    assert _fields(claimed) == _fields(by_orm)
+    assert claimed.started_at is not None and claimed.started_at.tzinfo is not None
+    assert model_to_dict(claimed.snapshot) | {"task": "-"} == model_to_dict(by_orm.snapshot) | {
+        "task": "-"
+    }
+    assert service.complete(by_orm, RESULT) and completed
+    assert claimed_again is None  # completed: nothing to claim
+    stored = {task.id: task for task in Task.objects.all()}
+    assert _fields(stored["by-loop"]) == _fields(stored["by-orm"])
+    assert stored["by-loop"].status == TaskStatus.COMPLETED
+    assert stored["by-loop"].result == RESULT and stored["by-loop"].finished_at is not None
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_result_for_a_task_no_longer_working_changes_nothing() -> None:
+    make_task(id="cancelled", status=TaskStatus.CANCELLED)
+
+    async def from_the_loop() -> bool:
+        database = LoopDatabase()
+        try:
+            return await service.acomplete(database, Task(id="cancelled"), RESULT)
+        finally:
+            await database.close()
+            await db(connections.close_all)()  # the fallback ran in Django's thread
+
+    assert asyncio.run(from_the_loop()) is False
+    task = Task.objects.get(pk="cancelled")
+    assert task.status == TaskStatus.CANCELLED and task.result is None
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_broken_connection_is_replaced_and_the_statement_sent_again() -> None:
+    make_task(id="task-1", status=TaskStatus.WORKING)
+    import psycopg
+
+    params = dict(connection.get_connection_params())
+    params.pop("cursor_factory", None)
+
+    async def scenario() -> tuple[int, int, Task | None]:
+        database = LoopDatabase()
+        try:
+            _, (before,) = await database.fetch_one("SELECT pg_backend_pid()", [])
+            with psycopg.connect(**params, autocommit=True) as other:  # the server restarts
+                other.execute("SELECT pg_terminate_backend(%s)", [before])
+            claimed = await service.abegin_run(database, "task-1", "worker-1", 0)
+            _, (after,) = await database.fetch_one("SELECT pg_backend_pid()", [])
+            return before, after, claimed
+        finally:
+            await database.close()
+
+    before, after, claimed = asyncio.run(scenario())
+    assert after != before
+    assert claimed is not None and claimed.worker_name == "worker-1"

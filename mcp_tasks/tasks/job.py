@@ -254,12 +254,36 @@ def _begin(task_id: str, worker_name: str, run: int | None) -> tuple[Task | None
     """The job starts (:func:`~mcp_tasks.tasks.service.begin_run`): the task, and the user
     it runs for (None when anonymous or gone)."""
     task = service.begin_run(task_id, worker_name, run)
-    if task is None or not task.principal_scope.startswith("user:"):
-        return task, None
+    return task, _user_of(task) if task is not None else None
+
+
+def _user_of(task: Task) -> Any:
+    """The signed-in user the task runs for (None when anonymous or gone)."""
+    if not task.principal_scope.startswith("user:"):
+        return None
     from django.contrib.auth import get_user_model
 
     user_id = task.principal_scope.split(":", 1)[1]
-    return task, get_user_model()._default_manager.filter(pk=user_id).first()
+    return get_user_model()._default_manager.filter(pk=user_id).first()
+
+
+async def _begin_job(runtime: Runtime, task_id: str, run: int | None) -> tuple[Task | None, Any]:
+    """:func:`_begin`, from the runtime's event loop when it can (a numbered job on
+    PostgreSQL: the user, if any, is then read in Django's thread)."""
+    database = runtime.database
+    if database is None or run is None:
+        return await runtime.call_db(_begin, task_id, runtime.name, run)
+    task = await service.abegin_run(database, task_id, runtime.name, run)
+    if task is None or not task.principal_scope.startswith("user:"):
+        return task, None
+    return task, await runtime.call_db(_user_of, task)
+
+
+async def _complete(runtime: Runtime, task: Task, result: dict[str, Any]) -> None:
+    if runtime.database is None:
+        await runtime.call_db(service.complete, task, result)
+    else:
+        await service.acomplete(runtime.database, task, result)
 
 
 async def execute(
@@ -276,7 +300,7 @@ async def execute(
     caller enforces it, e.g. rq's own job timeout)."""
     slot = slot or JobSlot(None)
     with runtime.watch(task_id) as watch:
-        task, user = await runtime.call_db(_begin, task_id, runtime.name, run)
+        task, user = await _begin_job(runtime, task_id, run)
         if task is None:
             return
         fail = db(service.fail)
@@ -295,7 +319,7 @@ async def execute(
         try:
             validated = validate_arguments(tool, task.arguments)
         except ValueError as exc:
-            await runtime.call_db(service.complete, task, error_result(str(exc)))
+            await _complete(runtime, task, error_result(str(exc)))
             return
         access_token = _access_token(secrets.get("access_token"))
         if not tool.access.is_open and not await db(allowed_now)(tool.access, access_token, user):
@@ -344,7 +368,7 @@ async def execute(
                 {"code": INTERNAL_ERROR, "message": f"The task stopped: {type(exc).__name__}"},
             )
             raise
-        await runtime.call_db(service.complete, task, result)
+        await _complete(runtime, task, result)
 
 
 async def _context(

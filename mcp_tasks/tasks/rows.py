@@ -23,6 +23,7 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models import Field, Model
 
 from ..models import Task, TaskSnapshot
+from .loop_database import LoopDatabase
 
 Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
 
@@ -237,6 +238,28 @@ def claim_task(
         )
         row = cursor.fetchone()
     return None if row is None else _with_snapshot(row, connection)
+
+
+async def aupdate_task(
+    database: LoopDatabase, task_id: str, when: dict[str, Any], changes: dict[str, Any]
+) -> bool:
+    """:func:`update_task`, sent from the worker's event loop."""
+    params = _update_params(database.wrapper, task_id, when, changes)
+    count, _ = await database.fetch_one(
+        _update_sql(database.alias, tuple(changes), ("id", *when)), params
+    )
+    return bool(count)
+
+
+async def aclaim_task(
+    database: LoopDatabase, task_id: str, when: dict[str, Any], changes: dict[str, Any]
+) -> Task | None:
+    """:func:`claim_task` (PostgreSQL's one statement), sent from the worker's event loop."""
+    params = _update_params(database.wrapper, task_id, when, changes)
+    _, row = await database.fetch_one(
+        _claim_sql(database.alias, tuple(changes), ("id", *when)), params
+    )
+    return None if row is None else _with_snapshot(row, database.wrapper)
 
 
 @functools.lru_cache(maxsize=8)

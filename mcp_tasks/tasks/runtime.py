@@ -9,9 +9,11 @@
   once, so starting a task costs no subscription.
 - **Heartbeat**: one query per ``TASK_HEARTBEAT_INTERVAL`` marks every running task alive
   and reads their statuses back, so a lost wake-up is noticed within one interval.
-- **Database calls**: the jobs' own transitions (a job starting, a result) go to Django's
-  thread for sync code through :meth:`Runtime.call_db`, which carries the calls of several
-  jobs in one hop (:mod:`mcp_tasks.tasks.coalesce`).
+- **Database calls**: on PostgreSQL, a task worker's runtime sends the jobs' own
+  transitions (a job starting, a result) from its event loop (:attr:`Runtime.database`,
+  :mod:`mcp_tasks.tasks.loop_database`); otherwise they go to Django's thread for sync
+  code through :meth:`Runtime.call_db`, which carries the calls of several jobs in one hop
+  (:mod:`mcp_tasks.tasks.coalesce`), as every other database call does.
 - **Slots**: at most ``TASK_CONCURRENCY`` tools run at once (:class:`Slots`); a task that
   waits for an answer gives its slot back while it waits.
 """
@@ -38,6 +40,7 @@ from ..db import db
 from ..models import TERMINAL_STATUSES
 from . import service
 from .coalesce import Coalesced, database_hop, each
+from .loop_database import LoopDatabase
 
 R = TypeVar("R")
 
@@ -163,9 +166,13 @@ def process_name() -> str:
 class Runtime:
     """Shared by every task job on one event loop (see the module docstring)."""
 
-    def __init__(self, slots: Slots | None = None) -> None:
+    def __init__(self, slots: Slots | None = None, *, loop_database: bool = False) -> None:
         self.name = process_name()
         self.slots = slots
+        #: The jobs' own statements on this loop (PostgreSQL, a task worker), else None.
+        self.database: LoopDatabase | None = (
+            LoopDatabase() if loop_database and LoopDatabase.available() else None
+        )
         self.watches: dict[str, TaskWatch] = {}
         self._helpers: list[asyncio.Task[None]] = []
         self._joined = asyncio.Event()
@@ -195,8 +202,11 @@ class Runtime:
         for helper in self._helpers:
             helper.cancel()
         # A blocking channel-layer read can outlive its cancellation by seconds.
-        await asyncio.wait(self._helpers, timeout=1)
+        if self._helpers:
+            await asyncio.wait(self._helpers, timeout=1)
         self._helpers = []
+        if self.database is not None:
+            await self.database.close()
 
     @contextlib.contextmanager
     def watch(self, task_id: str) -> Iterator[TaskWatch]:
@@ -272,10 +282,11 @@ _runtimes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Runtime] = (
 )
 
 
-def runtime_for_loop(slots: Slots | None = None) -> Runtime:
-    """The runtime of the running event loop (made on first use)."""
+def runtime_for_loop(slots: Slots | None = None, *, loop_database: bool = False) -> Runtime:
+    """The runtime of the running event loop (made on first use; ``loop_database``: its
+    jobs' own statements go from the loop, see :attr:`Runtime.database`)."""
     loop = asyncio.get_running_loop()
     runtime = _runtimes.get(loop)
     if runtime is None:
-        runtime = _runtimes[loop] = Runtime(slots)
+        runtime = _runtimes[loop] = Runtime(slots, loop_database=loop_database)
     return runtime

@@ -22,8 +22,9 @@ from django.db.models import Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from .. import jsontext, live, signals
+from .. import background, jsontext, live, signals
 from ..conf import get_config
+from ..db import db
 from ..models import (
     TERMINAL_STATUSES,
     InputRequest,
@@ -35,6 +36,7 @@ from ..models import (
 )
 from ..server import mcp
 from . import crypto, notify, queue, rows
+from .loop_database import LoopDatabase
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -229,21 +231,39 @@ def begin_run(task_id: str, worker_name: str, run: int | None = None) -> Task | 
     """Job number ``run`` starts working on the task (loaded with its snapshot); None when
     there is nothing to do (the task ended, waits for answers, or a newer job replaced
     this one). One conditional update: only a ``working`` task of that run is taken."""
-    now = timezone.now()
-    changes: dict[str, Any] = {"heartbeat_at": now, "worker_name": worker_name[:255]}
-    # The status stays ``working``: nobody needs to hear of it.
     if run is None:  # no run number: the first start keeps its time
+        now = timezone.now()
         runnable = Task.objects.filter(pk=task_id, status=TaskStatus.WORKING)
-        changes.update(status_message="Working", started_at=Coalesce("started_at", Value(now)))
-        if not runnable.update(**changes, updated_at=now):
+        if not runnable.update(
+            heartbeat_at=now,
+            worker_name=worker_name[:255],
+            status_message="Working",
+            started_at=Coalesce("started_at", Value(now)),
+            updated_at=now,
+        ):
             return None
         return rows.task_with_snapshot(task_id)
+    return rows.claim_task(task_id, *_claim(worker_name, run))
+
+
+async def abegin_run(
+    database: LoopDatabase, task_id: str, worker_name: str, run: int
+) -> Task | None:
+    """:func:`begin_run` of a numbered job, sent from the worker's event loop."""
+    return await rows.aclaim_task(database, task_id, *_claim(worker_name, run))
+
+
+def _claim(worker_name: str, run: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The condition and the changes of job number ``run``'s claim. The status stays
+    ``working``: nobody needs to hear of it."""
+    now = timezone.now()
+    changes: dict[str, Any] = {"heartbeat_at": now, "worker_name": worker_name[:255]}
     if run == 0:
         changes.update(status_message="Working", started_at=now)
     else:
         changes["status_message"] = "Resumed"
     changes["updated_at"] = now
-    return rows.claim_task(task_id, {"status": TaskStatus.WORKING, "runs": run}, changes)
+    return {"status": TaskStatus.WORKING, "runs": run}, changes
 
 
 def heartbeat(task_ids: list[str]) -> dict[str, str]:
@@ -320,22 +340,50 @@ def complete(task: Task | str, result: dict[str, Any]) -> bool:
     """The tool returned (``isError`` results included; ``task``: the row as the worker
     loaded it, or its id). False if already terminal."""
     task_id = _id(task)
-    result = jsontext.storable(result, f"end of task {task_id}")
-    message = "Completed with an error" if result.get("isError") else "Completed"
-    now = timezone.now()
+    result, finished = _completion(task_id, result)
     # The worker's own task, working and with no open question: one conditional update.
-    finished = {
-        "status": TaskStatus.COMPLETED,
-        "result": result,
-        "error": None,
-        "status_message": message,
-        "finished_at": now,
-        "updated_at": now,
-    }
     if rows.update_task(task_id, {"status": TaskStatus.WORKING}, finished):
         _publish(task, TaskStatus.COMPLETED)
         _status_changed(task_id, TaskStatus.WORKING, TaskStatus.COMPLETED)
         return True
+    return _finish_completed(task_id, result, finished["status_message"])
+
+
+async def acomplete(database: LoopDatabase, task: Task, result: dict[str, Any]) -> bool:
+    """:func:`complete` of the task the worker loaded, its conditional update sent from the
+    worker's event loop (the rest, rarely needed, in Django's thread)."""
+    result, finished = _completion(task.id, result)
+    if not await rows.aupdate_task(database, task.id, {"status": TaskStatus.WORKING}, finished):
+        return await db(_finish_completed)(task.id, result, finished["status_message"])
+    session_id = task.session_id if task.era == "legacy" else None
+    background.in_background(
+        notify.apublish_task_change(task.id, TaskStatus.COMPLETED, session_id),
+        logger,
+        "could not publish the change of task %s",
+        task.id,
+    )
+    if signals.listened(signals.task_status_changed) or signals.listened(signals.task_finished):
+        await db(_status_changed)(task.id, TaskStatus.WORKING, TaskStatus.COMPLETED)
+    return True
+
+
+def _completion(task_id: str, result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The result as stored, and the changes that complete the task with it."""
+    result = jsontext.storable(result, f"end of task {task_id}")
+    now = timezone.now()
+    return result, {
+        "status": TaskStatus.COMPLETED,
+        "result": result,
+        "error": None,
+        "status_message": "Completed with an error" if result.get("isError") else "Completed",
+        "finished_at": now,
+        "updated_at": now,
+    }
+
+
+def _finish_completed(task_id: str, result: dict[str, Any], message: str) -> bool:
+    """Complete a task that the conditional update missed (it has an open question, or
+    ended meanwhile: then nothing changes)."""
     return _finish(task_id, TaskStatus.COMPLETED, result=result, message=message, wake=False)
 
 

@@ -183,7 +183,7 @@ class TaskWorker(_Maintaining, BaseWorker):
         self.runtime = self._call(self._start_runtime())
 
     async def _start_runtime(self) -> Runtime:
-        runtime = runtime_for_loop(self.slots)
+        runtime = runtime_for_loop(self.slots, loop_database=True)
         await runtime.start()
         return runtime
 

@@ -1,0 +1,98 @@
+"""A task worker's own statements (a job's claim of its task, the tool's result) run on the
+worker's event loop with psycopg's ``AsyncConnection``: PostgreSQL only.
+
+Every other database call of the worker goes to Django's thread for sync code
+(:func:`mcp_tasks.db.db`). For the two statements every job makes, that hop (a thread
+switch there and back, and asgiref's bookkeeping) cost more CPU than the statements;
+here they are written once (:mod:`mcp_tasks.tasks.rows`) and sent from the loop itself.
+
+The connection is made from Django's own parameters for the database (its adapters,
+hence its time zone handling and JSON loaders; ``assume_role``), in autocommit mode: each
+statement is a transaction of its own, durable before the worker tells anyone. One
+connection per event loop; a connection that broke (the server restarted) is replaced and
+the statement sent once more (both statements are conditional updates that may run twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+logger = logging.getLogger("mcp_tasks.tasks")
+
+
+class LoopDatabase:
+    """One ``AsyncConnection`` to the database ``alias``, for one event loop."""
+
+    def __init__(self, alias: str = "default") -> None:
+        self.alias = alias
+        #: Django's wrapper of the database in this thread: its SQL dialect, value
+        #: preparation and converters (it never connects here).
+        self.wrapper: BaseDatabaseWrapper = connections[alias]
+        self._connection: Any = None
+        self._connecting = asyncio.Lock()
+
+    @classmethod
+    def available(cls, alias: str = "default") -> bool:
+        """Whether ``alias`` is PostgreSQL through psycopg 3 (else: Django's thread)."""
+        wrapper = connections[alias]
+        if wrapper.vendor != "postgresql":
+            return False
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            return False
+        from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+        return bool(is_psycopg3)
+
+    async def fetch_one(self, sql: str, params: Sequence[Any]) -> tuple[int, Any]:
+        """Run one statement; its row count and first row (None when it returns none)."""
+        import psycopg
+
+        for attempt in range(2):
+            connection, fresh = await self._connect()
+            try:
+                async with connection.cursor() as cursor:
+                    await cursor.execute(sql, params)
+                    row = await cursor.fetchone() if cursor.description else None
+                    return cursor.rowcount, row
+            except psycopg.OperationalError:
+                await self.close()
+                if fresh or attempt:
+                    raise
+                logger.info("task rows: the database connection broke; reconnecting")
+        raise AssertionError("unreachable")
+
+    async def _connect(self) -> tuple[Any, bool]:
+        """The connection, and whether it was made just now."""
+        if self._connection is not None and not self._connection.closed:
+            return self._connection, False
+        async with self._connecting:
+            if self._connection is not None and not self._connection.closed:
+                return self._connection, False
+            import psycopg
+
+            params = dict(self.wrapper.get_connection_params())
+            params.pop("cursor_factory", None)  # Django's are synchronous
+            connection = await psycopg.AsyncConnection.connect(**params, autocommit=True)
+            role = self.wrapper.settings_dict["OPTIONS"].get("assume_role")
+            if role:
+                await connection.execute(
+                    psycopg.sql.SQL("SET ROLE {}").format(psycopg.sql.Identifier(role))
+                )
+            self._connection = connection
+            return connection, True
+
+    async def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                await connection.close()
+            except Exception:
+                logger.debug("task rows: closing the connection failed", exc_info=True)
