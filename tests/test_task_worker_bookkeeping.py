@@ -24,7 +24,7 @@ from rq import Queue
 
 from mcp_tasks.db import db
 from mcp_tasks.models import Task
-from mcp_tasks.tasks import queue as task_queue, service
+from mcp_tasks.tasks import embedded, queue as task_queue, service
 from mcp_tasks.tasks.rq_bookkeeping import Started
 from mcp_tasks.tasks.worker import EmbeddedTaskWorker
 
@@ -189,3 +189,35 @@ def _until(condition: Any, timeout: float = 30.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "the condition never held"
         time.sleep(0.02)
+
+
+@pytest.mark.parametrize("redis_kind", ["redis", "embedded fake Redis"])
+def test_an_idle_worker_blocks_on_the_queue_rather_than_spinning(
+    redis_kind: str, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing queued: each turn of the dequeue loop is one blocking wait of rq's timeout (a
+    Redis before 6.2, like the embedded mode's, has no blocking LMOVE: rq's own dequeue)."""
+    connection = Redis.from_url(redis_url) if redis_kind == "redis" else embedded.connection()
+    queue = Queue(f"idle-{secrets.token_hex(4)}", connection=connection)
+    worker = EmbeddedTaskWorker([queue], connection=connection, maintenance_interval=1)
+    turns = 0
+    heartbeat = worker.heartbeat
+
+    def counted(*args: Any, **kwargs: Any) -> None:
+        nonlocal turns
+        turns += 1
+        heartbeat(*args, **kwargs)
+
+    monkeypatch.setattr(worker, "heartbeat", counted)
+    thread = threading.Thread(target=worker.work, kwargs={"with_scheduler": False}, daemon=True)
+    thread.start()
+    try:
+        time.sleep(1.5)  # a window to count turns in, not a timing check
+        assert thread.is_alive()
+        assert turns < 20, f"{turns} dequeue turns in 1.5 s: the worker spins"
+    finally:
+        worker.request_stop()
+        queue.enqueue("operator.add", 1, 1, result_ttl=0)  # wakes the wait; then it stops
+        thread.join(timeout=30)
+        asyncio.run(_close_the_orm_threads_connection())
+    assert not thread.is_alive()

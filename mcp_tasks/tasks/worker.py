@@ -254,9 +254,10 @@ class TaskWorker(_Maintaining, BaseWorker):
     def _dequeue(self, timeout: float | None, max_idle_time: float | None) -> list[Started]:
         """rq's dequeue loop (heartbeats, maintenance, Redis errors retried with back-off,
         ``max_idle_time``; no ``timeout``: one look, as in burst mode), with the job read
-        and started by the bookkeeping script in one round trip. Several queues: rq's own
-        dequeue (it orders them), then the script."""
-        if len(self.queues) != 1:
+        and started by the bookkeeping script in one round trip. Several queues, or a Redis
+        without a blocking LMOVE (before 6.2; the embedded mode's): rq's own dequeue (it
+        orders queues, and pops), then the script."""
+        if len(self.queues) != 1 or self.get_redis_server_version() < (6, 2, 0):  # type: ignore[no-untyped-call]
             dequeued = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)  # type: ignore[arg-type]
             if dequeued is None:
                 return []
