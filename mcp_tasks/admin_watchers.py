@@ -70,6 +70,14 @@ def pages_open() -> bool:
     return is_open
 
 
+def may_be_open() -> bool:
+    """:func:`pages_open` without reading Redis: False only when the last read, still
+    trusted, found no page open."""
+    with _lock:
+        read_at, is_open = _read.get(_key(), (-CHECK_EVERY, False))
+    return is_open or time.monotonic() - read_at >= CHECK_EVERY
+
+
 def forget(**kwargs: Any) -> None:
     """Forget what was read (tests; ``setting_changed``)."""
     with _lock:

@@ -13,12 +13,10 @@ class McpTasksConfig(AppConfig):
         from . import checks, conf  # noqa: F401  (importing checks registers them)
 
         setting_changed.connect(conf.reset_config, dispatch_uid="mcp_tasks.conf.reset_config")
-        from . import admin_watchers, live, notifications
+        from . import admin_watchers, notifications
 
         notifications.connect()
         setting_changed.connect(notifications.connect, dispatch_uid="mcp_tasks.notifications")
-        live.connect()
-        setting_changed.connect(live.connect, dispatch_uid="mcp_tasks.live")
         setting_changed.connect(admin_watchers.forget, dispatch_uid="mcp_tasks.admin_watchers")
         if apps.is_installed("django_rq"):
             from .protocol import tasks

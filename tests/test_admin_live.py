@@ -16,7 +16,7 @@ from django.contrib.auth.models import Permission, User
 from django.db import connections
 from django.test import Client, override_settings
 
-from mcp_tasks import admin_watchers
+from mcp_tasks import admin_watchers, live
 from mcp_tasks.admin_live import REFUSED
 from mcp_tasks.asgi import admin_live_application, mcp_application
 from mcp_tasks.db import db
@@ -308,10 +308,33 @@ def test_with_a_live_path_mcp_application_routes_the_websocket() -> None:
     assert "websocket" in mcp_application(lambda *a: None).application_mapping
 
 
-def test_while_the_live_admin_is_off_nothing_listens_to_the_service() -> None:
+def test_the_live_admin_listens_to_no_signal_of_the_service() -> None:
+    """The service announces to the live admin itself: a receiver would count as a listener,
+    and a listener makes every task completion in a worker hop to Django's thread."""
     from mcp_tasks import signals
 
-    assert signals.task_created.has_listeners(Task)
-    with override_settings(MCP_TASKS={}):
-        for signal in (signals.task_created, signals.task_status_changed, signals.question_asked):
-            assert not signal.has_listeners(Task)
+    for signal in (
+        signals.task_created,
+        signals.task_status_changed,
+        signals.task_finished,
+        signals.question_answered,
+    ):
+        assert not signal.has_listeners(Task)
+
+
+def test_may_announce_is_false_only_when_no_page_is_surely_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(admin_watchers, "CHECK_EVERY", 60.0)  # however slow this machine
+    admin_watchers.forget()
+    assert live.may_announce()  # not read yet: a page may be open
+    assert not admin_watchers.pages_open()
+    assert not live.may_announce()  # read just now: none
+    admin_watchers.mark_open()
+    try:
+        assert live.may_announce()
+        with override_settings(MCP_TASKS={"ADMIN_LIVE_PATH": None}):
+            assert not live.may_announce()
+    finally:
+        admin_watchers._connection().delete(admin_watchers._key())
+        admin_watchers.forget()

@@ -240,6 +240,49 @@ def test_a_claim_and_a_result_sent_from_the_event_loop_write_what_the_orm_path_w
 
 @postgres_only
 @pytest.mark.django_db(transaction=True)
+def test_a_result_from_the_event_loop_goes_to_django_only_for_a_listener(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no receiver of the status signals and no live admin page open, a completion sent
+    from the worker's loop makes no hop to Django's thread; with a receiver, it is sent."""
+    from mcp_tasks import db as db_module, live, signals
+
+    hops: list[Any] = []
+    in_thread = db_module._in_thread
+
+    async def counted(loop: Any, fn: Any, args: Any, kwargs: Any) -> Any:
+        hops.append(fn)
+        return await in_thread(loop, fn, args, kwargs)
+
+    monkeypatch.setattr(db_module, "_in_thread", counted)
+    monkeypatch.setattr(live, "may_announce", lambda: False)  # no live admin page open
+    for task_id in ("quiet", "heard"):
+        make_task(id=task_id, status=TaskStatus.WORKING)
+    finished: list[tuple[str, str]] = []
+
+    def receiver(sender: Any, task_id: str, status: str, **kwargs: Any) -> None:
+        finished.append((task_id, status))
+
+    async def complete(task_id: str) -> bool:
+        database = LoopDatabase()
+        try:
+            return await service.acomplete(database, Task(id=task_id), RESULT)
+        finally:
+            await database.close()
+
+    assert asyncio.run(complete("quiet"))
+    assert hops == [] and finished == []
+    signals.task_finished.connect(receiver, weak=False)
+    try:
+        assert asyncio.run(complete("heard"))
+    finally:
+        signals.task_finished.disconnect(receiver)
+        asyncio.run(db(connections.close_all)())  # the signal was sent from Django's thread
+    assert hops[0] is service._status_changed and finished == [("heard", TaskStatus.COMPLETED)]
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
 def test_a_result_for_a_task_no_longer_working_changes_nothing() -> None:
     make_task(id="cancelled", status=TaskStatus.CANCELLED)
 

@@ -94,9 +94,11 @@ def _publish(task: Task | str, status: str) -> None:
 
 
 def _status_changed(task_id: str, old: str, new: str) -> None:
-    """The signals of a status change, sent after commit (nothing when it did not change)."""
+    """The signals of a status change and the live admin's event, sent after commit
+    (nothing when it did not change)."""
     if old == new:
         return
+    live.announce_on_commit(task_id, "task_status_changed")
     signals.send_on_commit(
         signals.task_status_changed, task_id=task_id, old_status=str(old), new_status=str(new)
     )
@@ -170,6 +172,7 @@ def create_task(new: NewTask) -> Task:
     )
     rows.insert_task(task, snapshot)  # together, atomically
     signals.send_on_commit(signals.task_created, task_id=task.id, task=task)
+    live.announce_on_commit(task.id, "task_created")
     try:
         queue.enqueue(task)
     except Exception as exc:
@@ -299,8 +302,7 @@ def add_log(task_id: str, level: str, logger_name: str | None, data: Any) -> Non
     TaskLogEntry.objects.create(
         task_id=task_id, level=level, logger_name=logger_name or "", data=data
     )
-    if get_config()["ADMIN_LIVE_PATH"] is not None:  # the task's open admin page shows it
-        transaction.on_commit(lambda: live.announce(task_id, "task_logged"))
+    live.announce_on_commit(task_id, "task_logged")  # the task's open admin page shows it
 
 
 def _finish(
@@ -362,7 +364,11 @@ async def acomplete(database: LoopDatabase, task: Task, result: dict[str, Any]) 
         "could not publish the change of task %s",
         task.id,
     )
-    if signals.listened(signals.task_status_changed) or signals.listened(signals.task_finished):
+    if (
+        signals.listened(signals.task_status_changed)
+        or signals.listened(signals.task_finished)
+        or live.may_announce()
+    ):
         await db(_status_changed)(task.id, TaskStatus.WORKING, TaskStatus.COMPLETED)
     return True
 
@@ -596,6 +602,7 @@ def ask_all(
         if new:
             InputRequest.objects.bulk_create(new)
             _status_changed(task_id, task.status, TaskStatus.INPUT_REQUIRED)
+            live.announce_on_commit(task_id, "question_asked")
             if signals.listened(signals.question_asked):
                 for request in new:
                     signals.send_on_commit(
@@ -821,6 +828,7 @@ def answer(
         request.save(
             update_fields=["response", "status", "answered_by", "answered_by_user", "answered_at"]
         )
+        live.announce_on_commit(task_id, "question_answered")
         signals.send_on_commit(
             signals.question_answered,
             task_id=task_id,
