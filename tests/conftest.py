@@ -90,6 +90,16 @@ async def orm_thread_closed() -> AsyncIterator[None]:
     await db(connections.close_all)()
 
 
+@pytest.fixture(autouse=True)
+def _loop_databases_closed() -> Iterator[None]:
+    """Close the event loops' own database connections (``LoopDatabase``: PostgreSQL) after
+    every test, whatever loop made them, so the test database can be dropped at the end."""
+    yield
+    from mcp_tasks.tasks.loop_database import close_all_now
+
+    close_all_now()
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     """URL of a reachable Redis server (skip, or fail on CI, when there is none)."""

@@ -277,7 +277,9 @@ def test_a_result_from_the_event_loop_goes_to_django_only_for_a_listener(
         assert asyncio.run(complete("heard"))
     finally:
         signals.task_finished.disconnect(receiver)
-        asyncio.run(db(connections.close_all)())  # the signal was sent from Django's thread
+        _in_loop(
+            lambda: asyncio.sleep(0)
+        )  # the signal was sent from Django's thread: close its connection
     assert hops[0] is service._status_changed and finished == [("heard", TaskStatus.COMPLETED)]
 
 
@@ -323,3 +325,84 @@ def test_a_broken_connection_is_replaced_and_the_statement_sent_again() -> None:
     before, after, claimed = asyncio.run(scenario())
     assert after != before
     assert claimed is not None and claimed.worker_name == "worker-1"
+
+
+def _new(**overrides: Any) -> service.NewTask:
+    fields: dict[str, Any] = {
+        "tool_name": "trivial_task",
+        "arguments": {"n": 1, "nested": {"x": [True, None]}},
+        "principal_scope": "client:alice",
+        "era": "modern",
+        "protocol_version": "2026-07-28",
+        "client_info": {"name": "unit"},
+        "client_capabilities": {"extensions": {}},
+        "origin_request_id": 42,
+        "progress_token": "p-1",
+        "prepared": {"k": "v"},
+        "access_token": {"token": "t", "client_id": "c", "scopes": [], "claims": {}},
+    }
+    return service.NewTask(**(fields | overrides))
+
+
+def _in_loop(scenario: Any) -> Any:
+    """Run ``scenario()`` on a fresh event loop, then close what it opened in Django's
+    thread."""
+
+    async def run() -> Any:
+        try:
+            return await scenario()
+        finally:
+            await db(connections.close_all)()
+
+    return asyncio.run(run())
+
+
+@postgres_only
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_a_task_created_from_the_event_loop_is_the_one_the_orm_path_creates() -> None:
+    from mcp_tasks.tasks import queue
+
+    by_orm = service.create_task(_new())
+    by_loop = _in_loop(lambda: service.acreate_task(_new()))
+    assert LoopDatabase.available()
+    stored = {task.id: task for task in Task.objects.select_related("snapshot")}
+    assert set(stored) == {by_orm.id, by_loop.id}
+    loop_fields, orm_fields = (_fields(stored[i]) for i in (by_loop.id, by_orm.id))
+    assert loop_fields.pop("session_id") != orm_fields.pop("session_id")  # each its own
+    assert loop_fields == orm_fields
+    snapshots = [model_to_dict(stored[i].snapshot) | {"task": "-", "sealed": "-"} for i in stored]
+    assert snapshots[0] == snapshots[1]
+    assert service.snapshot_secrets(stored[by_loop.id])["access_token"]["token"] == "t"
+    assert queue.job_exists(by_loop) and queue.job_exists(by_orm)
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_task_read_from_the_event_loop_is_its_owners_only() -> None:
+    task = make_task(id="task-1", status=TaskStatus.WORKING)
+
+    async def reads() -> list[Any]:
+        found = await service.aget_task("task-1", "client:alice")
+        missing = []
+        for task_id, scope in (("task-1", "client:bob"), ("nope", "client:alice"), (7, "x")):
+            with pytest.raises(service.TaskNotFound):
+                await service.aget_task(task_id, scope)
+            missing.append(task_id)
+        return [found, missing]
+
+    found, missing = _in_loop(reads)
+    assert model_to_dict(found) == model_to_dict(Task.objects.get(pk=task.pk))
+    assert missing == ["task-1", "nope", 7]
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_task_read_from_the_event_loop_that_lost_its_worker_fails_as_the_orm_path_does() -> None:
+    """A working task whose worker stopped beating is failed by the read (Django's thread)."""
+    make_task(
+        id="task-1", status=TaskStatus.WORKING, heartbeat_at=timezone.now() - timedelta(hours=1)
+    )
+    read = _in_loop(lambda: service.aget_task("task-1", "client:alice"))
+    assert read.status == TaskStatus.FAILED
+    assert "stopped unexpectedly" in read.status_message

@@ -53,7 +53,7 @@ def _require_revision(info: RequestInfo, method: str) -> None:
 async def _task(info: RequestInfo, params: dict[str, Any], method: str) -> Task:
     _require_revision(info, method)
     try:
-        return await db(service.get_task)(task_id_of(params), info.principal.scope)
+        return await service.aget_task(task_id_of(params), info.principal.scope)
     except service.TaskNotFound:
         raise ProtocolError(INVALID_PARAMS, NOT_FOUND) from None
 

@@ -219,7 +219,7 @@ async def start_task(
         timeout=config.timeout,
     )
     try:
-        task = await db(service.create_task)(new)
+        task = await service.acreate_task(new)
     except RuntimeError as exc:
         raise ProtocolError(INTERNAL_ERROR, f"Could not start the task: {exc}") from exc
     if not info.modern:
@@ -256,13 +256,13 @@ async def get_task(
 
 
 async def _detailed(task_id: str, principal_scope: str) -> dict[str, Any]:
-    def load() -> dict[str, Any]:
-        return detailed_task(service.get_task(task_id, principal_scope))
-
     try:
-        return await db(load)()
+        task = await service.aget_task(task_id, principal_scope)
     except service.TaskNotFound:
         raise ProtocolError(INVALID_PARAMS, NOT_FOUND) from None
+    if task.status == "input_required":
+        return await db(detailed_task)(task)  # its questions: the ORM
+    return detailed_task(task)
 
 
 async def update_task(

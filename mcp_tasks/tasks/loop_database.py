@@ -1,10 +1,12 @@
-"""A task worker's own statements (a job's claim of its task, the tool's result) run on the
-worker's event loop with psycopg's ``AsyncConnection``: PostgreSQL only.
+"""The statements every task makes, sent from the event loop with psycopg's
+``AsyncConnection``: PostgreSQL only.
 
-Every other database call of the worker goes to Django's thread for sync code
-(:func:`mcp_tasks.db.db`). For the two statements every job makes, that hop (a thread
-switch there and back, and asgiref's bookkeeping) cost more CPU than the statements;
-here they are written once (:mod:`mcp_tasks.tasks.rows`) and sent from the loop itself.
+In a task worker: a job's claim of its task and the tool's result. In an ASGI process: a
+new task's row (``tools/call``) and the read of a task (``tasks/get``). Every other
+database call goes to Django's thread for sync code (:func:`mcp_tasks.db.db`). For these
+statements that hop (a thread switch there and back, and asgiref's bookkeeping: about
+0.1 ms of CPU) cost more than the statements; here they are written once
+(:mod:`mcp_tasks.tasks.rows`) and sent from the loop itself.
 
 The connection is made from Django's own parameters for the database (its adapters,
 hence its time zone handling and JSON loaders; ``assume_role``), in autocommit mode: each
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +27,13 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 logger = logging.getLogger("mcp_tasks.tasks")
+
+
+#: Each event loop's connection (None: the database is not PostgreSQL through psycopg 3).
+_of_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopDatabase | None] = (
+    weakref.WeakKeyDictionary()
+)
+_every: weakref.WeakSet[LoopDatabase] = weakref.WeakSet()
 
 
 class LoopDatabase:
@@ -36,6 +46,18 @@ class LoopDatabase:
         self.wrapper: BaseDatabaseWrapper = connections[alias]
         self._connection: Any = None
         self._connecting = asyncio.Lock()
+        _every.add(self)
+
+    @classmethod
+    def of_running_loop(cls) -> LoopDatabase | None:
+        """The running event loop's connection to the default database, made on first use;
+        None where it is not :meth:`available` (then: Django's thread)."""
+        loop = asyncio.get_running_loop()
+        try:
+            return _of_loop[loop]
+        except KeyError:
+            database = _of_loop[loop] = cls() if cls.available() else None
+            return database
 
     @classmethod
     def available(cls, alias: str = "default") -> bool:
@@ -96,3 +118,17 @@ class LoopDatabase:
                 await connection.close()
             except Exception:
                 logger.debug("task rows: closing the connection failed", exc_info=True)
+
+    def close_now(self) -> None:
+        """Close the connection from any thread, even once its loop is gone (tests, before
+        their database is dropped)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.pgconn.finish()
+
+
+def close_all_now() -> None:
+    """:meth:`LoopDatabase.close_now` of every connection of this process."""
+    for database in list(_every):
+        database.close_now()
+    _of_loop.clear()

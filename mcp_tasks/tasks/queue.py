@@ -47,12 +47,13 @@ def forget_queues(*, setting: str, **kwargs: Any) -> None:
     """``setting_changed`` receiver: queues follow ``MCP_TASKS`` and ``RQ_QUEUES``."""
     if setting in ("MCP_TASKS", "RQ_QUEUES"):
         _queues.clear()
+        from .loop_redis import forget_clients
+
+        forget_clients()
 
 
-def enqueue(task: Task) -> None:
-    """Queue a job that runs (or resumes) ``task``; raises when Redis is unreachable."""
-    queue = get_queue(task.queue)
-    job = Job.create(
+def _job(task: Task, queue: Queue) -> Job:
+    return Job.create(
         JOB_FUNCTION,
         args=(task.id, task.runs),
         id=task.job_id,
@@ -63,9 +64,25 @@ def enqueue(task: Task) -> None:
         description=f"mcp_tasks {task.tool_name} {task.id[:8]}",
         origin=queue.name,
     )
+
+
+def enqueue(task: Task) -> None:
+    """Queue a job that runs (or resumes) ``task``; raises when Redis is unreachable."""
+    queue = get_queue(task.queue)
     with queue.connection.pipeline() as pipeline:  # one round trip (rq alone makes two)
-        queue.enqueue_job(job, pipeline=pipeline)
+        queue.enqueue_job(_job(task, queue), pipeline=pipeline)
         pipeline.execute()
+
+
+def stage_enqueue(task: Task) -> list[tuple[Any, Any]]:
+    """The Redis commands :func:`enqueue` sends, as rq writes them (``(args, options)``
+    of a redis-py pipeline), without sending them: :mod:`mcp_tasks.tasks.loop_redis` sends
+    them from an event loop. Needs no round trip once the queue knows the server's version
+    (its first job)."""
+    queue = get_queue(task.queue)
+    pipeline = queue.connection.pipeline()
+    queue.enqueue_job(_job(task, queue), pipeline=pipeline)
+    return list(pipeline.command_stack)
 
 
 def job_exists(task: Task) -> bool:

@@ -155,6 +155,12 @@ def task_of(task_id: str, principal_scope: str, using: str = "default") -> Task 
     return _owned(row, connection, principal_scope)
 
 
+async def atask_of(database: LoopDatabase, task_id: str, principal_scope: str) -> Task | None:
+    """:func:`task_of`, sent from the event loop."""
+    _, row = await database.fetch_one(_task_sql(database.alias, False), [task_id])
+    return _owned(row, database.wrapper, principal_scope)
+
+
 def task_with_snapshot(task_id: str, using: str = "default") -> Task | None:
     """The task with its snapshot loaded (``task.snapshot`` costs no query)."""
     connection = connections[using]
@@ -270,22 +276,49 @@ def _insert_sql(alias: str, model: type[Model]) -> str:
     return f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(columns)}) VALUES ({values})"
 
 
+@functools.lru_cache(maxsize=8)
+def _insert_task_sql(alias: str) -> str:
+    """PostgreSQL: the task and its snapshot in one statement (atomic on its own)."""
+    quote = connections[alias].ops.quote_name
+    return (
+        f"WITH {quote('t')} AS ({_insert_sql(alias, Task)} RETURNING 1) "
+        f"{_insert_sql(alias, TaskSnapshot)}"
+    )
+
+
 def insert_task(task: Task, snapshot: TaskSnapshot, using: str = "default") -> None:
-    """INSERT a new task and its snapshot together: one statement on PostgreSQL (atomic on
-    its own), a transaction of two elsewhere."""
+    """INSERT a new task and its snapshot together: one statement on PostgreSQL, a
+    transaction of two elsewhere."""
     connection = connections[using]
     if connection.vendor != "postgresql":
         with transaction.atomic(using=using):
             insert(task, snapshot, using=using)
         return
-    quote = connection.ops.quote_name
-    sql = (
-        f"WITH {quote('t')} AS ({_insert_sql(using, Task)} RETURNING 1) "
-        f"{_insert_sql(using, TaskSnapshot)}"
-    )
+    params = _insert_params(task, connection) + _insert_params(snapshot, connection)
     with _cursor(connection) as cursor:
-        cursor.execute(sql, _insert_params(task, connection) + _insert_params(snapshot, connection))
-    for instance in (task, snapshot):
+        cursor.execute(_insert_task_sql(using), params)
+    _inserted(using, task, snapshot)
+
+
+async def ainsert_task(database: LoopDatabase, task: Task, snapshot: TaskSnapshot) -> None:
+    """:func:`insert_task` (PostgreSQL's one statement), sent from the event loop."""
+    connection = database.wrapper
+    params = _insert_params(task, connection) + _insert_params(snapshot, connection)
+    import psycopg
+
+    try:
+        await database.fetch_one(_insert_task_sql(database.alias), params)
+    except psycopg.errors.UniqueViolation:
+        # Sent again after the connection broke, the first one had committed: the id is
+        # random (32 bytes), so a row with it is this one.
+        _, row = await database.fetch_one(_task_sql(database.alias, False), [task.id])
+        if row is None:
+            raise
+    _inserted(database.alias, task, snapshot)
+
+
+def _inserted(using: str, *instances: Model) -> None:
+    for instance in instances:
         instance._state.adding = False
         instance._state.db = using
 
@@ -303,5 +336,4 @@ def insert(*instances: Model, using: str = "default") -> None:
     with _cursor(connection) as cursor:
         for instance in instances:
             cursor.execute(_insert_sql(using, type(instance)), _insert_params(instance, connection))
-            instance._state.adding = False
-            instance._state.db = using
+            _inserted(using, instance)

@@ -34,8 +34,9 @@ from ..models import (
     TaskSnapshot,
     TaskStatus,
 )
+from ..protocol.constants import INTERNAL_ERROR
 from ..server import mcp
-from . import crypto, notify, queue, rows
+from . import crypto, loop_redis, notify, queue, rows
 from .loop_database import LoopDatabase
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -133,6 +134,49 @@ def create_task(new: NewTask) -> Task:
 
     Returns only once ``get_task`` finds the task and its job is queued.
     """
+    task, snapshot = _new_rows(new)
+    rows.insert_task(task, snapshot)  # together, atomically
+    signals.send_on_commit(signals.task_created, task_id=task.id, task=task)
+    live.announce_on_commit(task.id, "task_created")
+    try:
+        queue.enqueue(task)
+    except Exception as exc:
+        _not_queued(task, exc)
+    return task
+
+
+async def acreate_task(new: NewTask) -> Task:
+    """:func:`create_task` from async code: on PostgreSQL the rows go in from the event
+    loop and the job is queued from it (:mod:`~mcp_tasks.tasks.loop_database`,
+    :mod:`~mcp_tasks.tasks.loop_redis`), with no hop to a thread unless a receiver of
+    ``task_created`` or a live admin page waits for the news."""
+    database = LoopDatabase.of_running_loop()
+    if database is None or signals.listened(signals.task_created):
+        return await db(create_task)(new)
+    task, snapshot = _new_rows(new)
+    await rows.ainsert_task(database, task, snapshot)
+    if live.may_announce():
+        await db(live.announce)(task.id, "task_created")
+    try:
+        await loop_redis.aenqueue(task)
+    except Exception as exc:
+        await db(_not_queued)(task, exc)
+    return task
+
+
+def _not_queued(task: Task, exc: Exception) -> None:
+    """The job of the new ``task`` could not be queued: the task fails; raises."""
+    logger.error("could not queue task %s", task.id, exc_info=exc)
+    fail(
+        task.id,
+        {"code": INTERNAL_ERROR, "message": "The task could not be queued"},
+        "The task could not be queued",
+    )
+    raise RuntimeError("the task queue is unavailable") from exc
+
+
+def _new_rows(new: NewTask) -> tuple[Task, TaskSnapshot]:
+    """The rows of a new task (not saved)."""
     config = get_config()
     ttl = config["TASK_TTL"] if new.ttl is None else new.ttl
     poll = config["TASK_POLL_INTERVAL"] if new.poll_interval is None else new.poll_interval
@@ -170,20 +214,7 @@ def create_task(new: NewTask) -> Task:
         # Nothing to keep secret (an anonymous call, no allow-listed header): nothing sealed.
         sealed=crypto.seal(secrets_blob) if new.access_token or new.headers else "",
     )
-    rows.insert_task(task, snapshot)  # together, atomically
-    signals.send_on_commit(signals.task_created, task_id=task.id, task=task)
-    live.announce_on_commit(task.id, "task_created")
-    try:
-        queue.enqueue(task)
-    except Exception as exc:
-        logger.exception("could not queue task %s", task.id)
-        fail(
-            task.id,
-            {"code": -32603, "message": "The task could not be queued"},
-            "The task could not be queued",
-        )
-        raise RuntimeError("the task queue is unavailable") from exc
-    return task
+    return task, snapshot
 
 
 def _expired(task: Task) -> bool:
@@ -203,6 +234,22 @@ def get_task(task_id: Any, principal_scope: str) -> Task:
         raise TaskNotFound(task_id)
     if check_liveness(task):
         task.refresh_from_db()
+    return task
+
+
+async def aget_task(task_id: Any, principal_scope: str) -> Task:
+    """:func:`get_task` from async code: on PostgreSQL read from the event loop (Django's
+    thread only for a task that may have lost its worker or its job)."""
+    database = LoopDatabase.of_running_loop()
+    if database is None:
+        return await db(get_task)(task_id, principal_scope)
+    if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
+        raise TaskNotFound(task_id)
+    task = await rows.atask_of(database, task_id, principal_scope)
+    if task is None or _expired(task):
+        raise TaskNotFound(task_id)
+    if _may_be_lost(task):
+        return await db(get_task)(task_id, principal_scope)
     return task
 
 
@@ -440,33 +487,37 @@ def check_liveness(task: Task) -> bool:
 
     Returns True when the task changed.
     """
-    if task.is_terminal or task.status != TaskStatus.WORKING:
+    if not _may_be_lost(task):
+        return False
+    if task.heartbeat_at is not None:
+        lost_after = get_config()["TASK_LOST_AFTER"]
+        return fail(
+            task.id,
+            {
+                "code": INTERNAL_ERROR,
+                "message": "The worker running this task stopped unexpectedly",
+            },
+            f"The worker running this task stopped unexpectedly (no heartbeat for {lost_after:g}s)",
+        )
+    return not queue.job_exists(task) and requeue_lost(task.id)
+
+
+def _may_be_lost(task: Task) -> bool:
+    """A working task whose worker stopped beating, or queued (never started this run) for
+    so long that its job may be lost (:func:`check_liveness` looks). Reads nothing."""
+    if task.status != TaskStatus.WORKING:
         return False
     config = get_config()
-    now = timezone.now()
     if task.heartbeat_at is not None:
-        if now - task.heartbeat_at > timedelta(seconds=config["TASK_LOST_AFTER"]):
-            return fail(
-                task.id,
-                {"code": -32603, "message": "The worker running this task stopped unexpectedly"},
-                f"The worker running this task stopped unexpectedly (no heartbeat for "
-                f"{config['TASK_LOST_AFTER']:g}s)",
-            )
-        return False
-    if _job_lost(task):
-        return requeue_lost(task.id)
-    return False
+        silent = timezone.now() - task.heartbeat_at
+        return silent > timedelta(seconds=config["TASK_LOST_AFTER"])
+    waited = timezone.now() - task.updated_at
+    return waited > timedelta(seconds=config["TASK_REQUEUE_AFTER"])
 
 
 def _job_lost(task: Task) -> bool:
     """Queued (never started this run) for too long, and rq no longer knows the job."""
-    waited = timezone.now() - task.updated_at
-    return (
-        task.status == TaskStatus.WORKING
-        and task.heartbeat_at is None
-        and waited > timedelta(seconds=get_config()["TASK_REQUEUE_AFTER"])
-        and not queue.job_exists(task)
-    )
+    return task.heartbeat_at is None and _may_be_lost(task) and not queue.job_exists(task)
 
 
 def requeue_lost(task_id: str) -> bool:

@@ -1,0 +1,107 @@
+"""The task queue's Redis, reached from an ASGI process's event loop: a new task's job is
+queued without a hop to a thread.
+
+rq is synchronous. :func:`aenqueue` lets rq write a job exactly as it does
+(:func:`mcp_tasks.tasks.queue.stage_enqueue`: rq's own ``enqueue_job``, into a pipeline
+that only records the commands, no I/O), then sends those commands in one MULTI/EXEC from
+``redis.asyncio``, over a connection pool of its own per event loop with the parameters
+of the queue's connection. Where those parameters cannot be carried over (a Sentinel or
+cluster connection, a connect callback, an in-process fake Redis), the job is queued
+from a thread as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from .queue import enqueue, get_queue, stage_enqueue
+
+#: The synchronous connection classes that have an ``redis.asyncio`` twin.
+_TWINS: dict[type[Any], type[Any]] = {
+    redis.connection.Connection: redis.asyncio.connection.Connection,
+    redis.connection.SSLConnection: redis.asyncio.connection.SSLConnection,
+    redis.connection.UnixDomainSocketConnection: redis.asyncio.connection.UnixDomainSocketConnection,
+}
+
+#: Connection parameters that mean the same to both clients (plain values).
+_CARRIED = frozenset(
+    {
+        "host",
+        "port",
+        "path",
+        "db",
+        "username",
+        "password",
+        "credential_provider",
+        "socket_timeout",
+        "socket_connect_timeout",
+        "socket_keepalive",
+        "socket_keepalive_options",
+        "socket_read_size",
+        "retry_on_timeout",
+        "health_check_interval",
+        "client_name",
+        "protocol",
+        "ssl_keyfile",
+        "ssl_certfile",
+        "ssl_cert_reqs",
+        "ssl_ca_certs",
+        "ssl_ca_data",
+        "ssl_check_hostname",
+        "ssl_min_version",
+        "ssl_ciphers",
+    }
+)
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def twin_of(connection: Any) -> redis.asyncio.Redis | None:
+    """An async client of the same server as the synchronous client ``connection``, or
+    None when its connection cannot be carried over."""
+    if type(connection) is not redis.Redis:
+        return None  # e.g. fakeredis in embedded mode, a cluster client
+    pool = connection.connection_pool
+    twin = _TWINS.get(pool.connection_class)
+    if twin is None or type(pool) is not redis.ConnectionPool:
+        return None
+    kwargs = pool.connection_kwargs
+    if kwargs.get("redis_connect_func") is not None:
+        return None
+    carried = {key: value for key, value in kwargs.items() if key in _CARRIED}
+    return redis.asyncio.Redis(
+        connection_pool=redis.asyncio.ConnectionPool(connection_class=twin, **carried)
+    )
+
+
+def _client(queue_name: str) -> Any:
+    """The running loop's async client of the queue's Redis (False: none can be made)."""
+    clients = _clients.setdefault(asyncio.get_running_loop(), {})
+    client = clients.get(queue_name)
+    if client is None:
+        client = clients[queue_name] = twin_of(get_queue(queue_name).connection) or False
+    return client
+
+
+async def aenqueue(task: Any) -> None:
+    """:func:`~mcp_tasks.tasks.queue.enqueue` from the event loop; raises when Redis is
+    unreachable."""
+    client = _client(task.queue)
+    if client is False:
+        await asyncio.get_running_loop().run_in_executor(None, enqueue, task)
+        return
+    async with client.pipeline(transaction=True) as pipeline:
+        pipeline.command_stack.extend(stage_enqueue(task))
+        await pipeline.execute()
+
+
+def forget_clients() -> None:
+    """Forget the clients (``MCP_TASKS`` or ``RQ_QUEUES`` changed; tests)."""
+    _clients.clear()

@@ -1,0 +1,129 @@
+"""A task's job queued from the event loop (``mcp_tasks.tasks.loop_redis``) is what rq's
+own enqueue writes, on the real Redis; where the queue's connection cannot be carried over
+to ``redis.asyncio``, the job is queued from a thread."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+from rq import Queue
+
+from mcp_tasks.models import Task
+from mcp_tasks.tasks import loop_redis, queue
+from tests.worker_fixtures import free_port
+
+pytestmark = pytest.mark.redis
+
+TIME = re.compile(rb"^\d{4}-\d\d-\d\dT[\d:.]+Z?$")
+
+
+@pytest.fixture
+def task_queue(redis_url: str) -> Iterator[Queue]:
+    """A queue of its own on the real Redis, as ``queue.get_queue`` gives it."""
+    connection = redis.Redis.from_url(redis_url)
+    own = Queue(f"loop-redis-{secrets.token_hex(4)}", connection=connection)
+    queue._queues[own.name] = own
+    yield own
+    queue._queues.pop(own.name, None)
+    loop_redis.forget_clients()
+    for key in connection.scan_iter(match=f"*{own.name}*"):
+        connection.delete(key)
+    connection.srem(own.redis_queues_keys, own.key)
+    connection.close()
+
+
+def a_task(queue_name: str) -> Task:
+    task_id = secrets.token_urlsafe(32)
+    return Task(id=task_id, tool_name="trivial_task", queue=queue_name, job_timeout=600, runs=0)
+
+
+def job_hash(connection: redis.Redis, task: Task) -> dict[bytes, bytes]:
+    """The job's hash, its id and times replaced by placeholders."""
+    stored: dict[bytes, bytes] = connection.hgetall(f"rq:job:{task.job_id}")  # type: ignore[assignment]
+    assert stored, f"no job for task {task.id}"
+    return {
+        key: b"<time>"
+        if TIME.match(value)
+        else value.replace(task.id.encode(), b"<task>").replace(task.id[:8].encode(), b"<task>")
+        for key, value in stored.items()
+        if key != b"data"  # pickled arguments: compared through the job below
+    }
+
+
+def test_a_job_queued_from_the_loop_is_the_one_rq_queues(task_queue: Queue) -> None:
+    by_rq, by_loop = a_task(task_queue.name), a_task(task_queue.name)
+    queue.enqueue(by_rq)
+    asyncio.run(loop_redis.aenqueue(by_loop))
+
+    connection = task_queue.connection
+    assert job_hash(connection, by_loop) == job_hash(connection, by_rq)
+    assert job_hash(connection, by_rq)[b"status"] == b"queued"
+    assert task_queue.get_job_ids() == [by_rq.job_id, by_loop.job_id]
+    assert task_queue.key.encode() in connection.smembers(task_queue.redis_queues_keys)
+    job = task_queue.fetch_job(by_loop.job_id)
+    assert job is not None and job.args == (by_loop.id, 0) and job.func_name == queue.JOB_FUNCTION
+    assert job.timeout == 600 and job.result_ttl == 0
+    assert queue.job_exists(by_loop)
+
+
+def test_staging_a_job_sends_nothing(task_queue: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    task_queue.get_redis_server_version()  # known once the queue's first job went out
+    sent: list[Any] = []
+    with monkeypatch.context() as patched:
+        patched.setattr(task_queue.connection, "execute_command", lambda *a, **k: sent.append(a))
+        commands = queue.stage_enqueue(a_task(task_queue.name))
+    assert sent == []
+    assert [args[0] for args, _ in commands][-1] == "RPUSH"
+
+
+def test_unreachable_redis_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed = Queue("loop-redis-nowhere", connection=redis.Redis(port=free_port()))
+    closed.redis_server_version = (7, 0, 0)  # as if it had answered before
+    monkeypatch.setitem(queue._queues, closed.name, closed)
+    with pytest.raises(redis.exceptions.ConnectionError):
+        asyncio.run(loop_redis.aenqueue(a_task(closed.name)))
+    loop_redis.forget_clients()
+
+
+def test_the_twin_talks_to_the_same_database_with_the_same_name(redis_url: str) -> None:
+    connection = redis.Redis.from_url(redis_url, db=14, client_name="mcp-tasks-twin")
+    twin = loop_redis.twin_of(connection)
+    assert twin is not None
+
+    async def written() -> Any:
+        try:
+            await twin.set("loop-redis-twin", "here")
+            return await twin.client_getname()
+        finally:
+            await twin.aclose()
+
+    try:
+        assert asyncio.run(written()) in ("mcp-tasks-twin", b"mcp-tasks-twin")
+        assert connection.get("loop-redis-twin") == b"here"
+    finally:
+        connection.delete("loop-redis-twin")
+        connection.close()
+
+
+def test_connections_that_cannot_be_carried_over_have_no_twin(redis_url: str) -> None:
+    assert loop_redis.twin_of(fakeredis.FakeStrictRedis()) is None
+    blocking = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(redis_url))
+    assert loop_redis.twin_of(blocking) is None
+    callback = redis.Redis.from_url(redis_url, redis_connect_func=lambda connection: None)
+    assert loop_redis.twin_of(callback) is None
+
+
+def test_without_a_twin_the_job_is_queued_from_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = Queue("loop-redis-fake", connection=fakeredis.FakeStrictRedis())
+    monkeypatch.setitem(queue._queues, fake.name, fake)
+    task = a_task(fake.name)
+    asyncio.run(loop_redis.aenqueue(task))
+    loop_redis.forget_clients()
+    assert fake.get_job_ids() == [task.job_id]
