@@ -127,3 +127,24 @@ def test_without_a_twin_the_job_is_queued_from_a_thread(monkeypatch: pytest.Monk
     asyncio.run(loop_redis.aenqueue(task))
     loop_redis.forget_clients()
     assert fake.get_job_ids() == [task.job_id]
+
+
+def test_a_job_is_queued_on_a_redis_that_restarted(
+    redis_process: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop's pooled connection to the Redis before its restart is replaced."""
+    server = redis_process()
+    restarted = Queue("loop-redis-restarted", connection=server.client())
+    monkeypatch.setitem(queue._queues, restarted.name, restarted)
+    before, after = a_task(restarted.name), a_task(restarted.name)
+
+    async def scenario() -> None:
+        await loop_redis.aenqueue(before)
+        server.restart()  # keeps nothing: the first job is gone
+        await loop_redis.aenqueue(after)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        loop_redis.forget_clients()
+    assert restarted.get_job_ids() == [after.job_id]

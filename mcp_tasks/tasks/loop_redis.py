@@ -97,8 +97,20 @@ async def aenqueue(task: Any) -> None:
     if client is False:
         await asyncio.get_running_loop().run_in_executor(None, enqueue, task)
         return
+    commands = stage_enqueue(task)
+    try:
+        await _send(client, commands)
+    except redis.exceptions.ConnectionError:
+        # A pooled connection to a Redis that restarted since: redis-py's synchronous pool
+        # finds it closed when it is taken and connects anew; here it fails on use. Once
+        # more on a new connection (a Redis that is really down fails again).
+        await client.connection_pool.disconnect()
+        await _send(client, commands)
+
+
+async def _send(client: redis.asyncio.Redis, commands: list[tuple[Any, Any]]) -> None:
     async with client.pipeline(transaction=True) as pipeline:
-        pipeline.command_stack.extend(stage_enqueue(task))
+        pipeline.command_stack.extend(commands)
         await pipeline.execute()
 
 
