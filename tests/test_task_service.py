@@ -207,6 +207,43 @@ def test_complete_stores_the_result() -> None:
     assert row.finished_at is not None
 
 
+@pytest.mark.parametrize("is_error", [False, True])
+def test_a_completed_task_reads_as_the_fields_its_change_carries_say(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any, is_error: bool
+) -> None:
+    """A waiting ``tasks/get`` answers from the change that ended the task: what it then
+    answers is what a read of the row would have answered."""
+    from mcp_tasks.protocol.tasks import detailed_task
+
+    published: list[dict[str, Any] | None] = []
+    monkeypatch.setattr(
+        notify, "publish_task_change", lambda *args, final=None, **_: published.append(final)
+    )
+    task = new_task()
+    before = service.get_task(task.id, task.principal_scope)
+    result = {"content": [{"type": "text", "text": "é ✓"}], "isError": is_error}
+    with django_capture_on_commit_callbacks(execute=True):
+        assert service.complete(task.id, result)
+    (final,) = published
+    assert final is not None
+    after = service.get_task(task.id, task.principal_scope)
+    assert detailed_task(service.with_final_fields(before, final)) == detailed_task(after)
+
+
+def test_a_large_result_is_not_carried_by_the_change(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    published: list[dict[str, Any] | None] = []
+    monkeypatch.setattr(
+        notify, "publish_task_change", lambda *args, final=None, **_: published.append(final)
+    )
+    task = new_task()
+    text = "x" * service.FINAL_FIELDS_MAX
+    with django_capture_on_commit_callbacks(execute=True):
+        assert service.complete(task.id, {"content": [{"type": "text", "text": text}]})
+    assert published == [None]  # the waiting request reads the task back
+
+
 def test_complete_with_an_is_error_result_says_so() -> None:
     task = new_task()
     service.complete(task.id, {"content": [], "isError": True})

@@ -101,3 +101,30 @@ async def test_a_change_wakes_the_waits_on_that_task_only(redis_url: str) -> Non
     await asyncio.wait_for(bystander.changed.wait(), 5)
     assert not first_wait.changed.is_set()
     await watcher.layer.flush()
+
+
+async def test_the_fields_an_ended_task_carries_reach_every_wait_on_it(redis_url: str) -> None:
+    """``final`` goes through the layer's serialisation whole; a change without it leaves
+    none, so the waiting request reads the task back."""
+    prefix = f"test-watcher-{secrets.token_hex(4)}"
+    watcher = TaskWatcher(RedisPubSubChannelLayer(hosts=[redis_url], prefix=prefix))
+    (ended, other), _ = task_ids_by_shard(2)
+    waits = [await watcher.watch(ended), await watcher.watch(ended)]
+    plain = await watcher.watch(other)
+    final = {
+        "status": "completed",
+        "status_message": "Completed",
+        "result": {"content": [{"type": "text", "text": "é"}], "isError": False},
+        "updated_at": "2026-12-02T05:54:05.102345+00:00",
+    }
+    sender = RedisPubSubChannelLayer(hosts=[redis_url], prefix=prefix)
+    message = {"type": "mcp.task", "task_id": ended, "status": "completed", "final": final}
+    await sender.group_send(groups.task_shard_group(ended), message)
+    await send_change(redis_url, prefix, other)
+    await sender.flush()
+    for wait in (*waits, plain):
+        assert wait is not None
+        await asyncio.wait_for(wait.changed.wait(), 5)
+    assert [wait.final for wait in waits if wait] == [final, final]
+    assert plain is not None and plain.final is None
+    await watcher.layer.flush()

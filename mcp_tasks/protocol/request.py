@@ -36,9 +36,11 @@ class Sink(Protocol):
         """Start hearing the task's changes (its channel-layer group, any process)."""
         ...
 
-    async def wait_for_task(self, task_id: str, timeout: float) -> None:
+    async def wait_for_task(self, task_id: str, timeout: float) -> dict[str, Any] | None:
         """Return once the task has changed since it was first watched or since the last
-        wait returned (at once if it already has), or after ``timeout`` seconds."""
+        wait returned (at once if it already has), or after ``timeout`` seconds: the
+        fields of the ended task when the change carried them
+        (:func:`~mcp_tasks.tasks.service.with_final_fields`), else None."""
         ...
 
 

@@ -247,22 +247,24 @@ async def get_task(
     hold = float(get_config()["TASK_GET_HOLD"])
     if hold > 0:
         await sink.watch_task(task_id)  # before the read: no change after it is missed
-    detailed = await _detailed(task_id, scope)
+    task = await _owned_task(task_id, scope)
     deadline = time.monotonic() + hold
-    while detailed["status"] == "working" and (remaining := deadline - time.monotonic()) > 0:
-        await sink.wait_for_task(task_id, remaining)
-        detailed = await _detailed(task_id, scope)
-    return detailed
-
-
-async def _detailed(task_id: str, principal_scope: str) -> dict[str, Any]:
-    try:
-        task = await service.aget_task(task_id, principal_scope)
-    except service.TaskNotFound:
-        raise ProtocolError(INVALID_PARAMS, NOT_FOUND) from None
+    while task.status == "working" and (remaining := deadline - time.monotonic()) > 0:
+        final = await sink.wait_for_task(task_id, remaining)
+        # The change that ended it may carry what it left: no read back.
+        task = (
+            service.with_final_fields(task, final) if final else await _owned_task(task_id, scope)
+        )
     if task.status == "input_required":
         return await db(detailed_task)(task)  # its questions: the ORM
     return detailed_task(task)
+
+
+async def _owned_task(task_id: str, principal_scope: str) -> Task:
+    try:
+        return await service.aget_task(task_id, principal_scope)
+    except service.TaskNotFound:
+        raise ProtocolError(INVALID_PARAMS, NOT_FOUND) from None
 
 
 async def update_task(

@@ -23,15 +23,21 @@ async def apublish_task_change(
     session_id: str | None = None,
     worker: str | None = None,
     answers: dict[str, Any] | None = None,
+    final: dict[str, Any] | None = None,
 ) -> None:
     """Tell the task's watchers (requests waiting on it, through its shard group; a legacy
-    creator's session streams; the ``worker`` runtime running it) that it changed. ``answers`` (question key → committed answer)
-    go to the worker only: it goes on without reading them back."""
+    creator's session streams; the ``worker`` runtime running it) that it changed.
+    ``answers`` (question key → committed answer) go to the worker only: it goes on without
+    reading them back. ``final``: the fields of a task that ended, as committed
+    (:func:`~mcp_tasks.tasks.service.final_fields`), to the waiting requests only: they
+    answer without reading the task back."""
     layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
     if layer is None:
         return
-    message = {"type": "mcp.task", "task_id": task_id, "status": status}
-    await layer.group_send(task_shard_group(task_id), message)
+    message: dict[str, Any] = {"type": "mcp.task", "task_id": task_id, "status": status}
+    await layer.group_send(
+        task_shard_group(task_id), {**message, "final": final} if final else message
+    )
     if session_id:
         await layer.group_send(session_group(session_id), message)
     if worker:
@@ -44,12 +50,13 @@ def publish_task_change(
     session_id: str | None = None,
     worker: str | None = None,
     answers: dict[str, Any] | None = None,
+    final: dict[str, Any] | None = None,
 ) -> None:
-    """Tell watchers the task changed. Inside a :func:`~mcp_tasks.db.db` call the message
+    """Tell watchers the task changed (see :func:`apublish_task_change`). Inside a :func:`~mcp_tasks.db.db` call the message
     goes out from the awaiting event loop without blocking the ORM thread; elsewhere
     (admin views, management commands) it is sent before this returns. Failures are
     logged: pollers and the worker's heartbeat still see the row."""
-    _publish(apublish_task_change, task_id, task_id, status, session_id, worker, answers)
+    _publish(apublish_task_change, task_id, task_id, status, session_id, worker, answers, final)
 
 
 async def apublish_admin_event(task_id: str, event: str) -> None:

@@ -14,7 +14,7 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -84,14 +84,17 @@ def _publish_on_commit(
     )
 
 
-def _publish(task: Task | str, status: str) -> None:
+def _publish(task: Task | str, status: str, final: dict[str, Any] | None = None) -> None:
     """:func:`_publish_on_commit` for a change the worker running the task made with a
-    conditional update (``task``: the row as the worker loaded it, or its id)."""
+    conditional update (``task``: the row as the worker loaded it, or its id; ``final``:
+    :func:`final_fields` of a task that ended)."""
     if isinstance(task, str):
         task = Task.objects.only("era", "session_id").get(pk=task)
     task_id = task.id
     legacy_session = task.session_id if task.era == "legacy" else None
-    transaction.on_commit(lambda: notify.publish_task_change(task_id, status, legacy_session))
+    transaction.on_commit(
+        lambda: notify.publish_task_change(task_id, status, legacy_session, final=final)
+    )
 
 
 def _status_changed(task_id: str, old: str, new: str) -> None:
@@ -392,7 +395,7 @@ def complete(task: Task | str, result: dict[str, Any]) -> bool:
     result, finished = _completion(task_id, result)
     # The worker's own task, working and with no open question: one conditional update.
     if rows.update_task(task_id, {"status": TaskStatus.WORKING}, finished):
-        _publish(task, TaskStatus.COMPLETED)
+        _publish(task, TaskStatus.COMPLETED, final_fields(finished))
         _status_changed(task_id, TaskStatus.WORKING, TaskStatus.COMPLETED)
         return True
     return _finish_completed(task_id, result, finished["status_message"])
@@ -405,8 +408,9 @@ async def acomplete(database: LoopDatabase, task: Task, result: dict[str, Any]) 
     if not await rows.aupdate_task(database, task.id, {"status": TaskStatus.WORKING}, finished):
         return await db(_finish_completed)(task.id, result, finished["status_message"])
     session_id = task.session_id if task.era == "legacy" else None
+    final = final_fields(finished)
     background.in_background(
-        notify.apublish_task_change(task.id, TaskStatus.COMPLETED, session_id),
+        notify.apublish_task_change(task.id, TaskStatus.COMPLETED, session_id, final=final),
         logger,
         "could not publish the change of task %s",
         task.id,
@@ -432,6 +436,32 @@ def _completion(task_id: str, result: dict[str, Any]) -> tuple[dict[str, Any], d
         "finished_at": now,
         "updated_at": now,
     }
+
+
+#: Largest ``final_fields`` (bytes of JSON) a task change carries; past it, the waiting
+#: requests read the task back.
+FINAL_FIELDS_MAX = 16 * 1024
+
+_FINAL = ("status", "status_message", "result", "error")
+
+
+def final_fields(changes: dict[str, Any]) -> dict[str, Any] | None:
+    """What a waiting request needs of a task that ended with ``changes`` (a wake-up
+    carries it), None when it is too large to carry."""
+    final = {name: changes[name] for name in _FINAL if name in changes}
+    final["updated_at"] = changes["updated_at"].isoformat()
+    if len(json.dumps(final, separators=(",", ":"))) > FINAL_FIELDS_MAX:
+        return None
+    return final
+
+
+def with_final_fields(task: Task, final: dict[str, Any]) -> Task:
+    """``task`` (read before it ended) as the change that ended it left it."""
+    for name in _FINAL:
+        if name in final:
+            setattr(task, name, final[name])
+    task.updated_at = datetime.fromisoformat(final["updated_at"])
+    return task
 
 
 def _finish_completed(task_id: str, result: dict[str, Any], message: str) -> bool:

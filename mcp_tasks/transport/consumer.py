@@ -717,14 +717,18 @@ class McpConsumer(AsyncConsumer):
         self._unwatch_task()
         self.task_wait = await watcher.watch(task_id)
 
-    async def wait_for_task(self, task_id: str, timeout: float) -> None:
+    async def wait_for_task(self, task_id: str, timeout: float) -> dict[str, Any] | None:
         await self.watch_task(task_id)
-        if self.task_wait is None:
+        wait = self.task_wait
+        if wait is None:
             await asyncio.sleep(timeout)
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.task_wait.changed.wait(), timeout)
-        self.task_wait.changed.clear()
+            return None
+        if not wait.changed.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wait.changed.wait(), timeout)
+        final, wait.final = wait.final, None
+        wait.changed.clear()
+        return final
 
     def _unwatch_task(self) -> None:
         wait, self.task_wait = self.task_wait, None

@@ -33,6 +33,8 @@ class TaskWait:
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id
         self.changed = asyncio.Event()
+        #: The ended task's fields, when the last change carried them.
+        self.final: dict[str, Any] | None = None
 
 
 class TaskWatcher(LayerListener):
@@ -78,7 +80,9 @@ class TaskWatcher(LayerListener):
 
     def heard(self, message: dict[str, Any]) -> None:
         if message.get("type") == "mcp.task":
+            final = message.get("final")
             for wait in self.waits.get(str(message.get("task_id")), ()):
+                wait.final = final if isinstance(final, dict) else None
                 wait.changed.set()
 
 
