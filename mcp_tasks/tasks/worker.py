@@ -109,6 +109,15 @@ def maintain() -> dict[str, int]:
     }
 
 
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop when it is installed (the ``uvicorn`` extra), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 class _Maintaining:
     """Task housekeeping on rq's maintenance schedule, and an idle worker that wakes up
     for it (rq alone would block on the queue for minutes)."""
@@ -170,7 +179,7 @@ class TaskWorker(_Maintaining, BaseWorker):
         freeze_startup_objects()
 
     def _start_loop(self) -> None:
-        loop = asyncio.new_event_loop()
+        loop = new_event_loop()
         # Sync tools run here; a cancelled one keeps its thread until its next Context call.
         loop.set_default_executor(
             ThreadPoolExecutor(self.slots.size + 2, thread_name_prefix="mcp_tasks-tool")
