@@ -221,7 +221,11 @@ def test_a_completed_task_reads_as_the_fields_its_change_carries_say(
     )
     task = new_task()
     before = service.get_task(task.id, task.principal_scope)
-    result = {"content": [{"type": "text", "text": "é ✓"}], "isError": is_error}
+    result = {
+        "content": [{"type": "text", "text": "é ✓"}],
+        "structuredContent": {"big": 10**30, "ratio": 0.1},  # past msgpack's integers
+        "isError": is_error,
+    }
     with django_capture_on_commit_callbacks(execute=True):
         assert service.complete(task.id, result)
     (final,) = published

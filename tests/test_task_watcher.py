@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 from channels_redis.pubsub import RedisPubSubChannelLayer
+from django.utils import timezone
 
 from mcp_tasks import groups
+from mcp_tasks.tasks import service
 from mcp_tasks.transport.task_watcher import TaskWatcher
 from tests.worker_fixtures import task_id_in_shard_of
 
@@ -111,12 +113,14 @@ async def test_the_fields_an_ended_task_carries_reach_every_wait_on_it(redis_url
     (ended, other), _ = task_ids_by_shard(2)
     waits = [await watcher.watch(ended), await watcher.watch(ended)]
     plain = await watcher.watch(other)
-    final = {
-        "status": "completed",
-        "status_message": "Completed",
-        "result": {"content": [{"type": "text", "text": "é"}], "isError": False},
-        "updated_at": "2026-12-02T05:54:05.102345+00:00",
-    }
+    final = service.final_fields(
+        {
+            "status": "completed",
+            "status_message": "Completed",
+            "result": {"content": [{"type": "text", "text": "é"}], "structuredContent": 10**30},
+            "updated_at": timezone.now(),
+        }
+    )
     sender = RedisPubSubChannelLayer(hosts=[redis_url], prefix=prefix)
     message = {"type": "mcp.task", "task_id": ended, "status": "completed", "final": final}
     await sender.group_send(groups.task_shard_group(ended), message)

@@ -442,25 +442,33 @@ def _completion(task_id: str, result: dict[str, Any]) -> tuple[dict[str, Any], d
 #: requests read the task back.
 FINAL_FIELDS_MAX = 16 * 1024
 
-_FINAL = ("status", "status_message", "result", "error")
-
 
 def final_fields(changes: dict[str, Any]) -> dict[str, Any] | None:
     """What a waiting request needs of a task that ended with ``changes`` (a wake-up
-    carries it), None when it is too large to carry."""
-    final = {name: changes[name] for name in _FINAL if name in changes}
-    final["updated_at"] = changes["updated_at"].isoformat()
-    if len(json.dumps(final, separators=(",", ":"))) > FINAL_FIELDS_MAX:
+    carries it), None when it is too large to carry. The result and error travel as JSON
+    text: the channel layer's msgpack cannot carry every JSON value (integers past 64
+    bits)."""
+    outcome = json.dumps(
+        {"result": changes.get("result"), "error": changes.get("error")},
+        separators=(",", ":"),
+    )
+    if len(outcome) > FINAL_FIELDS_MAX:
         return None
-    return final
+    return {
+        "status": str(changes["status"]),
+        "status_message": changes["status_message"],
+        "updated_at": changes["updated_at"].isoformat(),
+        "outcome": outcome,
+    }
 
 
 def with_final_fields(task: Task, final: dict[str, Any]) -> Task:
     """``task`` (read before it ended) as the change that ended it left it."""
-    for name in _FINAL:
-        if name in final:
-            setattr(task, name, final[name])
+    outcome = json.loads(final["outcome"])
+    task.status = final["status"]
+    task.status_message = final["status_message"]
     task.updated_at = datetime.fromisoformat(final["updated_at"])
+    task.result, task.error = outcome["result"], outcome["error"]
     return task
 
 
