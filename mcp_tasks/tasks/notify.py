@@ -52,10 +52,10 @@ def publish_task_change(
     answers: dict[str, Any] | None = None,
     final: dict[str, Any] | None = None,
 ) -> None:
-    """Tell watchers the task changed (see :func:`apublish_task_change`). Inside a :func:`~mcp_tasks.db.db` call the message
-    goes out from the awaiting event loop without blocking the ORM thread; elsewhere
-    (admin views, management commands) it is sent before this returns. Failures are
-    logged: pollers and the worker's heartbeat still see the row."""
+    """Tell watchers the task changed (see :func:`apublish_task_change`). Inside a
+    :func:`~mcp_tasks.db.db` call the message goes out from the awaiting event loop without
+    blocking the ORM thread; elsewhere (admin views, management commands) it is sent before
+    this returns. Failures are logged: pollers and the worker's heartbeat still see the row."""
     _publish(apublish_task_change, task_id, task_id, status, session_id, worker, answers, final)
 
 

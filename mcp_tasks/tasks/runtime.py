@@ -170,9 +170,7 @@ class Runtime:
         self.name = process_name()
         self.slots = slots
         #: The jobs' own statements on this loop (PostgreSQL, a task worker), else None.
-        self.database: LoopDatabase | None = (
-            LoopDatabase() if loop_database and LoopDatabase.available() else None
-        )
+        self.database = LoopDatabase.of_running_loop() if loop_database else None
         self.watches: dict[str, TaskWatch] = {}
         self._helpers: list[asyncio.Task[None]] = []
         self._joined = asyncio.Event()

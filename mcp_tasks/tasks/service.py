@@ -228,13 +228,23 @@ def _live(queryset: Any) -> Any:
     return queryset.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
 
 
-def get_task(task_id: Any, principal_scope: str) -> Task:
-    """The caller's task, or :class:`TaskNotFound` (unknown, expired, someone else's)."""
-    if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
-        raise TaskNotFound(task_id)
-    task = rows.task_of(task_id, principal_scope)
+def _found(task_id: Any, task: Task | None) -> Task:
+    """``task`` as read for its owner, or :class:`TaskNotFound` when there is none or it
+    expired."""
     if task is None or _expired(task):
         raise TaskNotFound(task_id)
+    return task
+
+
+def _require_lookup_id(task_id: Any) -> str:
+    if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
+        raise TaskNotFound(task_id)
+    return task_id
+
+
+def get_task(task_id: Any, principal_scope: str) -> Task:
+    """The caller's task, or :class:`TaskNotFound` (unknown, expired, someone else's)."""
+    task = _found(task_id, rows.task_of(_require_lookup_id(task_id), principal_scope))
     if check_liveness(task):
         task.refresh_from_db()
     return task
@@ -246,11 +256,8 @@ async def aget_task(task_id: Any, principal_scope: str) -> Task:
     database = LoopDatabase.of_running_loop()
     if database is None:
         return await db(get_task)(task_id, principal_scope)
-    if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
-        raise TaskNotFound(task_id)
-    task = await rows.atask_of(database, task_id, principal_scope)
-    if task is None or _expired(task):
-        raise TaskNotFound(task_id)
+    lookup = _require_lookup_id(task_id)
+    task = _found(task_id, await rows.atask_of(database, lookup, principal_scope))
     if _may_be_lost(task):
         return await db(get_task)(task_id, principal_scope)
     return task
