@@ -148,3 +148,28 @@ def test_a_job_is_queued_on_a_redis_that_restarted(
     finally:
         loop_redis.forget_clients()
     assert restarted.get_job_ids() == [after.job_id]
+
+
+def test_jobs_queued_while_one_is_under_way_go_in_one_transaction(
+    redis_process: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first job goes at once; the four queued meanwhile share the next MULTI/EXEC."""
+    server = redis_process()
+    own = Queue("loop-redis-batched", connection=server.client())
+    own.get_redis_server_version()  # asked once, before the first job (from a thread)
+    monkeypatch.setitem(queue._queues, own.name, own)
+    tasks = [a_task(own.name) for _ in range(5)]
+
+    async def scenario() -> None:
+        first = asyncio.ensure_future(loop_redis.aenqueue(tasks[0]))
+        for _ in range(2):
+            await asyncio.sleep(0)  # its task ran, then the batch's: on its way
+        await asyncio.gather(first, *(loop_redis.aenqueue(task) for task in tasks[1:]))
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        loop_redis.forget_clients()
+    assert own.get_job_ids() == [task.job_id for task in tasks]
+    stats = server.client().info("commandstats")
+    assert stats["cmdstat_exec"]["calls"] == 2

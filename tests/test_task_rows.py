@@ -406,3 +406,64 @@ def test_a_task_read_from_the_event_loop_that_lost_its_worker_fails_as_the_orm_p
     read = _in_loop(lambda: service.aget_task("task-1", "client:alice"))
     assert read.status == TaskStatus.FAILED
     assert "stopped unexpectedly" in read.status_message
+
+
+async def under_way() -> None:
+    """Until a call just made is on its way to the database (its task ran, then the
+    batch's)."""
+    for _ in range(2):
+        await asyncio.sleep(0)
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_statements_made_while_one_is_under_way_go_together_in_one_transaction() -> None:
+    """The first goes at once; those made meanwhile share the next round trip and its
+    transaction; each caller gets its own result, in its own order."""
+    sql = "SELECT txid_current(), %s::int"
+
+    async def scenario() -> list[tuple[int, Any]]:
+        database = LoopDatabase()
+        try:
+            await database.fetch_one("SELECT 1", [])  # connected
+            first = asyncio.ensure_future(database.fetch_one(sql, [0]))
+            await under_way()
+            rest = [asyncio.ensure_future(database.fetch_one(sql, [n])) for n in range(1, 5)]
+            return list(await asyncio.gather(first, *rest))
+        finally:
+            await database.close()
+
+    results = asyncio.run(scenario())
+    assert [row[1] for _, row in results] == [0, 1, 2, 3, 4]
+    transactions = [row[0] for _, row in results]
+    assert transactions[0] != transactions[1]  # alone, at once
+    assert len(set(transactions[1:])) == 1  # the rest together
+    assert all(count == 1 for count, _ in results)
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_with_a_failing_statement_is_sent_again_one_by_one() -> None:
+    """A statement the database refuses fails its own call; the others of its batch still
+    commit (the batch was one transaction: it is sent again statement by statement)."""
+    for task_id in ("a", "b", "c"):
+        make_task(id=task_id, status=TaskStatus.WORKING)
+    sql = "UPDATE mcp_tasks_task SET progress = 1.0 / %s::int WHERE id = %s"
+
+    async def scenario() -> list[Any]:
+        database = LoopDatabase()
+        try:
+            first = asyncio.ensure_future(database.fetch_one(sql, [1, "a"]))
+            await under_way()
+            batch = [database.fetch_one(sql, [0, "b"]), database.fetch_one(sql, [2, "c"])]
+            return list(await asyncio.gather(first, *batch, return_exceptions=True))
+        finally:
+            await database.close()
+
+    import psycopg
+
+    first, refused, updated = asyncio.run(scenario())
+    assert first == (1, None) and updated == (1, None)
+    assert isinstance(refused, psycopg.errors.DivisionByZero)
+    progress = dict(Task.objects.values_list("id", "progress"))
+    assert progress == {"a": 1.0, "b": None, "c": 0.5}

@@ -21,7 +21,7 @@ R = TypeVar("R")
 #: What one call came to: ``(True, result)`` or ``(False, the exception it raised)``.
 Outcome = tuple[bool, object]
 #: Runs a batch in another thread: ``hop(run_all, items)`` awaits ``run_all(items)``.
-Hop = Callable[[Callable[[list[T]], list[Outcome]], list[T]], Awaitable[list[Outcome]]]
+Hop = Callable[[Callable[[list[T]], Any], list[T]], Awaitable[list[Outcome]]]
 
 
 def each(one: Callable[[T], object]) -> Callable[[list[T]], list[Outcome]]:
@@ -55,6 +55,14 @@ async def database_hop(
     return await _in_database_thread(run_all, items)
 
 
+async def awaited(
+    run_all: Callable[[list[T]], Awaitable[list[Outcome]]], items: list[T]
+) -> list[Outcome]:
+    """The :data:`Hop` of a batch function that is a coroutine: it runs on the loop itself
+    (its own I/O is what the batch shares, e.g. one database round trip)."""
+    return await run_all(items)
+
+
 class Coalesced(Generic[T, R]):
     """``await coalesced(item)``: ``item``'s outcome of ``run_all`` (a result, or the
     exception raised for it), run in another thread by ``hop`` together with the items of
@@ -63,7 +71,7 @@ class Coalesced(Generic[T, R]):
     A cancelled caller stops waiting; its item is still run (like ``asyncio.shield``).
     """
 
-    def __init__(self, run_all: Callable[[list[T]], list[Outcome]], hop: Hop[T]) -> None:
+    def __init__(self, run_all: Callable[[list[T]], Any], hop: Hop[T]) -> None:
         self._run_all = run_all
         self._hop = hop
         self._waiting: list[tuple[T, asyncio.Future[R]]] = []

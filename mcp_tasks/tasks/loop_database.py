@@ -18,6 +18,7 @@ the statement sent once more (both statements are conditional updates that may r
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import weakref
 from collections.abc import Sequence
@@ -25,6 +26,8 @@ from typing import Any
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+
+from .coalesce import Coalesced, Outcome, awaited
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -46,6 +49,7 @@ class LoopDatabase:
         self.wrapper: BaseDatabaseWrapper = connections[alias]
         self._connection: Any = None
         self._connecting = asyncio.Lock()
+        self._batches: dict[str, Coalesced[Sequence[Any], tuple[int, Any]]] = {}
         _every.add(self)
 
     @classmethod
@@ -74,22 +78,69 @@ class LoopDatabase:
         return bool(is_psycopg3)
 
     async def fetch_one(self, sql: str, params: Sequence[Any]) -> tuple[int, Any]:
-        """Run one statement; its row count and first row (None when it returns none)."""
+        """Run one statement; its row count and first row (None when it returns none).
+
+        Calls of the same statement made while one of them is under way go together in the
+        next round trip (:class:`~mcp_tasks.tasks.coalesce.Coalesced`): psycopg's pipeline,
+        one transaction for the batch, so one commit. A batch that fails (a deadlock with
+        another writer, a value the database refuses) is sent again one statement at a
+        time, and each caller gets its own outcome."""
+        batch = self._batches.get(sql)
+        if batch is None:
+            batch = self._batches[sql] = Coalesced(functools.partial(self._each, sql), awaited)
+        result: tuple[int, Any] = await batch(params)
+        return result
+
+    async def _each(self, sql: str, batch: list[Sequence[Any]]) -> list[Outcome]:
+        if len(batch) > 1:
+            try:
+                return [(True, result) for result in await self._retried(self._many, sql, batch)]
+            except Exception:
+                logger.debug("task rows: a batch of %d failed; one by one", len(batch))
+        outcomes: list[Outcome] = []
+        for params in batch:
+            try:
+                outcomes.append((True, await self._retried(self._one, sql, params)))
+            except Exception as exc:
+                outcomes.append((False, exc))
+        return outcomes
+
+    async def _retried(self, send: Any, sql: str, params: Any) -> Any:
+        """``send(connection, sql, params)``, once more on a new connection when the one it
+        used broke (the server restarted): the statements here may run twice."""
         import psycopg
 
         for attempt in range(2):
             connection, fresh = await self._connect()
             try:
-                async with connection.cursor() as cursor:
-                    await cursor.execute(sql, params)
-                    row = await cursor.fetchone() if cursor.description else None
-                    return cursor.rowcount, row
+                return await send(connection, sql, params)
             except psycopg.OperationalError:
                 await self.close()
                 if fresh or attempt:
                     raise
                 logger.info("task rows: the database connection broke; reconnecting")
         raise AssertionError("unreachable")
+
+    @staticmethod
+    async def _one(connection: Any, sql: str, params: Sequence[Any]) -> tuple[int, Any]:
+        async with connection.cursor() as cursor:
+            await cursor.execute(sql, params)
+            row = await cursor.fetchone() if cursor.description else None
+            return cursor.rowcount, row
+
+    @staticmethod
+    async def _many(connection: Any, sql: str, batch: list[Sequence[Any]]) -> list[tuple[int, Any]]:
+        results = []
+        async with connection.cursor() as cursor:
+            await cursor.executemany(sql, batch, returning=True)
+            while True:
+                row = await cursor.fetchone() if cursor.description else None
+                results.append((cursor.rowcount, row))
+                if not cursor.nextset():
+                    break
+        if len(results) != len(batch):
+            raise AssertionError(f"{len(results)} results for {len(batch)} statements")
+        return results
 
     async def _connect(self) -> tuple[Any, bool]:
         """The connection, and whether it was made just now."""

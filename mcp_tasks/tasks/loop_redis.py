@@ -4,7 +4,7 @@ queued without a hop to a thread.
 rq is synchronous. :func:`aenqueue` lets rq write a job exactly as it does
 (:func:`mcp_tasks.tasks.queue.stage_enqueue`: rq's own ``enqueue_job``, into a pipeline
 that only records the commands, no I/O), then sends those commands in one MULTI/EXEC from
-``redis.asyncio``, over a connection pool of its own per event loop with the parameters
+``redis.asyncio`` (with the jobs queued meanwhile), over a connection pool of its own per event loop with the parameters
 of the queue's connection. Where those parameters cannot be carried over (a Sentinel or
 cluster connection, a connect callback, an in-process fake Redis), the job is queued
 from a thread as before.
@@ -19,6 +19,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
+from .coalesce import Coalesced, Outcome, awaited
 from .queue import enqueue, get_queue, stage_enqueue
 
 #: The synchronous connection classes that have an ``redis.asyncio`` twin.
@@ -58,7 +59,7 @@ _CARRIED = frozenset(
     }
 )
 
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = (
+_senders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Sender | None]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -81,39 +82,61 @@ def twin_of(connection: Any) -> redis.asyncio.Redis | None:
     )
 
 
-def _client(queue_name: str) -> Any:
-    """The running loop's async client of the queue's Redis (False: none can be made)."""
-    clients = _clients.setdefault(asyncio.get_running_loop(), {})
-    client = clients.get(queue_name)
-    if client is None:
-        client = clients[queue_name] = twin_of(get_queue(queue_name).connection) or False
-    return client
+class _Sender:
+    """One queue's async client on one loop. The jobs queued while a round trip is under
+    way go together in the next (:class:`~mcp_tasks.tasks.coalesce.Coalesced`): one
+    MULTI/EXEC for all of them."""
+
+    def __init__(self, client: redis.asyncio.Redis) -> None:
+        self.client = client
+        self.send: Coalesced[list[tuple[Any, Any]], None] = Coalesced(self._send_all, awaited)
+
+    async def _send_all(self, batch: list[list[tuple[Any, Any]]]) -> list[Outcome]:
+        commands = [command for job in batch for command in job]
+        try:
+            await self._send(commands)
+        except redis.exceptions.ConnectionError:
+            # A pooled connection to a Redis that restarted since: redis-py's synchronous
+            # pool finds it closed when it is taken and connects anew; here it fails on use.
+            # Once more on a new connection (a Redis that is really down fails again).
+            await self.client.connection_pool.disconnect()
+            try:
+                await self._send(commands)
+            except Exception as exc:
+                return [(False, exc)] * len(batch)
+        except Exception as exc:
+            return [(False, exc)] * len(batch)
+        return [(True, None)] * len(batch)
+
+    async def _send(self, commands: list[tuple[Any, Any]]) -> None:
+        async with self.client.pipeline(transaction=True) as pipeline:
+            pipeline.command_stack.extend(commands)
+            await pipeline.execute()
+
+
+def _sender(queue_name: str) -> _Sender | None:
+    """The running loop's sender to the queue's Redis (None: no async client can be made)."""
+    senders = _senders.setdefault(asyncio.get_running_loop(), {})
+    if queue_name not in senders:
+        client = twin_of(get_queue(queue_name).connection)
+        senders[queue_name] = None if client is None else _Sender(client)
+    return senders[queue_name]
 
 
 async def aenqueue(task: Any) -> None:
     """:func:`~mcp_tasks.tasks.queue.enqueue` from the event loop; raises when Redis is
     unreachable."""
-    client = _client(task.queue)
-    if client is False:
-        await asyncio.get_running_loop().run_in_executor(None, enqueue, task)
+    loop = asyncio.get_running_loop()
+    sender = _sender(task.queue)
+    if sender is None:
+        await loop.run_in_executor(None, enqueue, task)
         return
-    commands = stage_enqueue(task)
-    try:
-        await _send(client, commands)
-    except redis.exceptions.ConnectionError:
-        # A pooled connection to a Redis that restarted since: redis-py's synchronous pool
-        # finds it closed when it is taken and connects anew; here it fails on use. Once
-        # more on a new connection (a Redis that is really down fails again).
-        await client.connection_pool.disconnect()
-        await _send(client, commands)
-
-
-async def _send(client: redis.asyncio.Redis, commands: list[tuple[Any, Any]]) -> None:
-    async with client.pipeline(transaction=True) as pipeline:
-        pipeline.command_stack.extend(commands)
-        await pipeline.execute()
+    queue = get_queue(task.queue)
+    if not queue.redis_server_version:  # rq asks the server once: not from the loop
+        await loop.run_in_executor(None, queue.get_redis_server_version)
+    await sender.send(stage_enqueue(task))
 
 
 def forget_clients() -> None:
     """Forget the clients (``MCP_TASKS`` or ``RQ_QUEUES`` changed; tests)."""
-    _clients.clear()
+    _senders.clear()
