@@ -129,13 +129,22 @@ def test_without_a_twin_the_job_is_queued_from_a_thread(monkeypatch: pytest.Monk
     assert fake.get_job_ids() == [task.job_id]
 
 
-def test_a_job_is_queued_on_a_redis_that_restarted(
+@pytest.fixture
+def private_queue(
     redis_process: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The loop's pooled connection to the Redis before its restart is replaced."""
+) -> Iterator[tuple[Any, Queue]]:
+    """A private redis-server (restartable, its own command counts) and a queue on it, as
+    ``queue.get_queue`` gives it; the loops' clients are forgotten afterwards."""
     server = redis_process()
-    restarted = Queue("loop-redis-restarted", connection=server.client())
-    monkeypatch.setitem(queue._queues, restarted.name, restarted)
+    own = Queue("loop-redis-private", connection=server.client())
+    monkeypatch.setitem(queue._queues, own.name, own)
+    yield server, own
+    loop_redis.forget_clients()
+
+
+def test_a_job_is_queued_on_a_redis_that_restarted(private_queue: tuple[Any, Queue]) -> None:
+    """The loop's pooled connection to the Redis before its restart is replaced."""
+    server, restarted = private_queue
     before, after = a_task(restarted.name), a_task(restarted.name)
 
     async def scenario() -> None:
@@ -143,21 +152,16 @@ def test_a_job_is_queued_on_a_redis_that_restarted(
         server.restart()  # keeps nothing: the first job is gone
         await loop_redis.aenqueue(after)
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        loop_redis.forget_clients()
+    asyncio.run(scenario())
     assert restarted.get_job_ids() == [after.job_id]
 
 
 def test_jobs_queued_while_one_is_under_way_go_in_one_transaction(
-    redis_process: Any, monkeypatch: pytest.MonkeyPatch
+    private_queue: tuple[Any, Queue],
 ) -> None:
     """The first job goes at once; the four queued meanwhile share the next MULTI/EXEC."""
-    server = redis_process()
-    own = Queue("loop-redis-batched", connection=server.client())
+    server, own = private_queue
     own.get_redis_server_version()  # asked once, before the first job (from a thread)
-    monkeypatch.setitem(queue._queues, own.name, own)
     tasks = [a_task(own.name) for _ in range(5)]
 
     async def scenario() -> None:
@@ -166,10 +170,7 @@ def test_jobs_queued_while_one_is_under_way_go_in_one_transaction(
             await asyncio.sleep(0)  # its task ran, then the batch's: on its way
         await asyncio.gather(first, *(loop_redis.aenqueue(task) for task in tasks[1:]))
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        loop_redis.forget_clients()
+    asyncio.run(scenario())
     assert own.get_job_ids() == [task.job_id for task in tasks]
     stats = server.client().info("commandstats")
     assert stats["cmdstat_exec"]["calls"] == 2

@@ -12,7 +12,8 @@ The connection is made from Django's own parameters for the database (its adapte
 hence its time zone handling and JSON loaders; ``assume_role``), in autocommit mode: each
 statement is a transaction of its own, durable before the worker tells anyone. One
 connection per event loop; a connection that broke (the server restarted) is replaced and
-the statement sent once more (both statements are conditional updates that may run twice).
+the statement sent once more (the updates are conditional and may run twice; a new task's
+INSERT that had committed is recognised by its id, :func:`~mcp_tasks.tasks.rows.ainsert_task`).
 """
 
 from __future__ import annotations
