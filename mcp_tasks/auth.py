@@ -34,6 +34,29 @@ class AccessToken:
         sub = self.claims.get("sub")
         return str(sub) if sub is not None else None
 
+    def to_record(self) -> dict[str, Any]:
+        """What a task's sealed snapshot keeps of the token (not its user or audience)."""
+        return {
+            "token": self.token,
+            "client_id": self.client_id,
+            "scopes": list(self.scopes),
+            "expires_at": self.expires_at,
+            "claims": self.claims,
+        }
+
+    @classmethod
+    def from_record(cls, record: Any) -> AccessToken | None:
+        """The token :meth:`to_record` kept (None when there was none)."""
+        if not isinstance(record, dict):
+            return None
+        return cls(
+            token=record.get("token", ""),
+            client_id=record.get("client_id", ""),
+            scopes=list(record.get("scopes") or []),
+            expires_at=record.get("expires_at"),
+            claims=dict(record.get("claims") or {}),
+        )
+
 
 @dataclass(frozen=True)
 class Principal:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .jsonrpc import error_object
+
 
 class ToolError(Exception):
     """An error meant for the client: its message is shown as the tool's ``isError`` result.
@@ -23,10 +25,7 @@ class ProtocolError(Exception):
         self.data = data
 
     def to_dict(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
+        return error_object(self.code, self.message, self.data)
 
 
 class ClientCapabilityError(RuntimeError):

@@ -24,6 +24,18 @@ class Question:
     method: str
     params: dict[str, Any]
 
+    @property
+    def key_prefix(self) -> str:
+        """How a key the server chooses for it begins (``elicit-…``, ``sample-…``)."""
+        return KEY_PREFIXES.get(self.method, "input")
+
+
+KEY_PREFIXES = {
+    "elicitation/create": "elicit",
+    "sampling/createMessage": "sample",
+    "roots/list": "roots",
+}
+
 
 @dataclass(frozen=True)
 class ElicitInput:

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from .auth import Principal
@@ -51,8 +52,6 @@ class StoredSession:
             await self.on_change()
 
     def _change_subscriptions(self, add: str | None = None, remove: str | None = None) -> None:
-        from django.db import transaction
-
         with transaction.atomic():
             row = LegacySession.objects.select_for_update().get(pk=self.id)
             uris = [uri for uri in row.subscriptions if uri != remove]
@@ -94,6 +93,33 @@ async def load_session(session_id: str, principal: Principal) -> StoredSession |
     if now - row.last_seen_at > _TOUCH_EVERY:
         await LegacySession.objects.filter(pk=row.pk).aupdate(last_seen_at=now)
     return StoredSession(row)
+
+
+async def session_by_id(session_id: str | None) -> StoredSession | None:
+    """The session as it is stored now, whoever owns it (a task restores its creator's)."""
+    row = await LegacySession.objects.filter(pk=session_id).afirst() if session_id else None
+    return StoredSession(row) if row is not None else None
+
+
+async def subscriptions_of(session_id: str) -> list[str]:
+    """The resource URIs the session subscribes to now (any process may have changed them)."""
+    uris = (
+        await LegacySession.objects.filter(pk=session_id)
+        .values_list("subscriptions", flat=True)
+        .afirst()
+    )
+    return list(uris or [])
+
+
+async def log_level_of(session_id: str | None) -> str | None:
+    """The session's log level now: ``""`` when none was set, None when it has ended."""
+    if session_id is None:
+        return None
+    return (
+        await LegacySession.objects.filter(pk=session_id)
+        .values_list("log_level", flat=True)
+        .afirst()
+    )
 
 
 async def end_session(session_id: str, principal: Principal) -> bool:

@@ -42,9 +42,11 @@ CLIENT_TOKEN = "valid-signed-in" if SIGNED_IN else None
 TOKEN_ENV = "MCP_TASKS_TEST_TOKEN"
 if CLIENT_TOKEN:
     os.environ.setdefault(TOKEN_ENV, CLIENT_TOKEN)
+#: The settings of every live server and worker (``MCP_TASKS_TEST_*`` variables adjust them).
+LIVE_SETTINGS_MODULE = "tests.live_settings"
 LIVE_SETTINGS = {
-    "DJANGO_SETTINGS_MODULE": "tests.live_settings",
-    **({"LIVE_ALLOW_ANONYMOUS": "0"} if SIGNED_IN else {}),
+    "DJANGO_SETTINGS_MODULE": LIVE_SETTINGS_MODULE,
+    **({"MCP_TASKS_TEST_ALLOW_ANONYMOUS": "0"} if SIGNED_IN else {}),
 }
 ACCEPT_BOTH = "application/json, text/event-stream"
 

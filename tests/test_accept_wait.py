@@ -132,9 +132,9 @@ PROTOCOLS = ["HttpToolsProtocol", "H11Protocol"]
 def start(asgi_server: AsgiServerFactory, protocol: str, limit: str) -> LiveServer:
     return asgi_server(
         {
-            "DJANGO_SETTINGS_MODULE": "tests.task_settings",
+            "DJANGO_SETTINGS_MODULE": "tests.live_settings",
             "UVICORN_HTTP": f"mcp_tasks.transport.uvicorn_http:{protocol}",
-            "TASKS_MAX_ACCEPT_WAIT": limit,
+            "MCP_TASKS_TEST_MAX_ACCEPT_WAIT": limit,
         },
         server="uvicorn",
     )

@@ -58,12 +58,12 @@ def _server(request: pytest.FixtureRequest, env: dict[str, str], label: str) -> 
 @pytest.fixture(scope="module")
 def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     """The example project with the live admin's WebSocket routed."""
-    yield from _server(request, {"LIVE_ADMIN_LIVE_PATH": LIVE_PATH}, "live admin server")
+    yield from _server(request, {"MCP_TASKS_TEST_ADMIN_LIVE_PATH": LIVE_PATH}, "live admin server")
 
 
 @pytest.fixture(scope="module")
 def server_without_websocket(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    env = {"LIVE_ADMIN_LIVE_PATH": "none", "LIVE_ADMIN_REFRESH_INTERVAL": "1"}
+    env = {"MCP_TASKS_TEST_ADMIN_LIVE_PATH": "none", "MCP_TASKS_TEST_ADMIN_REFRESH_INTERVAL": "1"}
     yield from _server(request, env, "admin server without WebSocket")
 
 

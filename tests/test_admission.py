@@ -2,7 +2,7 @@
 progress, a new POST gets HTTP 503 with ``Retry-After`` and a JSON-RPC error at once; streams
 don't count; once the requests in progress end, all is normal again.
 
-One live server (``tests.task_settings`` with ``MAX_REQUESTS_IN_PROGRESS`` = 3) per test;
+One live server (``tests.live_settings`` with ``MAX_REQUESTS_IN_PROGRESS`` = 3) per test;
 the requests are held by the ``wait_for_gate`` tool until the test writes the gate file.
 No timing is asserted.
 """
@@ -37,8 +37,8 @@ LIMIT = 3
 def server(asgi_server: AsgiServerFactory) -> LiveServer:
     return asgi_server(
         {
-            "DJANGO_SETTINGS_MODULE": "tests.task_settings",
-            "TASKS_MAX_REQUESTS_IN_PROGRESS": str(LIMIT),
+            "DJANGO_SETTINGS_MODULE": "tests.live_settings",
+            "MCP_TASKS_TEST_MAX_REQUESTS_IN_PROGRESS": str(LIMIT),
         }
     )
 

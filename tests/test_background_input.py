@@ -12,7 +12,7 @@ rq worker, without pinning it (``shared/design.md``, "Input during a task"; issu
   unrelated task still completes, then every parked task completes with its own answer.
 
 Every test runs a live daphne server and real ``manage.py rqworker`` processes on a private
-Redis (``tests.worker_fixtures``) with ``tests.seed_settings``; clients speak the modern tasks
+Redis (``tests.worker_fixtures``) with ``tests.live_settings``; clients speak the modern tasks
 extension over real HTTP (``tests.task_driver``), and the admin's answers go through the task
 service in another process, as the Django admin calls it. Nothing is mocked, and no assertion
 depends on wall-clock time (timeouts are only safety nets).
@@ -44,7 +44,6 @@ from tests.worker_fixtures import RqWorker
 
 pytestmark = [pytest.mark.live, pytest.mark.redis]
 
-SEED_SETTINGS = "tests.seed_settings"
 #: The hold window of the tests where nobody answers in time (seconds).
 SHORT_HOLD = "0.5"
 #: The hold window of the tests where the answer must reach the same job.
@@ -72,12 +71,11 @@ def stack(task_server: ServerFactory, rq_worker: WorkerFactory) -> Callable[...,
         # Housekeeping is slow by default, so tests that run it themselves don't race the
         # worker's own run; the idle-worker test shortens it.
         env = {
-            "DJANGO_SETTINGS_MODULE": SEED_SETTINGS,
-            "TASKS_INPUT_HOLD_WINDOW": hold,
-            "TASKS_MAINTENANCE_INTERVAL": str(maintenance),
+            "MCP_TASKS_TEST_INPUT_HOLD_WINDOW": hold,
+            "MCP_TASKS_TEST_MAINTENANCE_INTERVAL": str(maintenance),
         }
         if input_timeout is not None:
-            env["SEED_INPUT_TIMEOUT"] = input_timeout
+            env["MCP_TASKS_TEST_INPUT_TIMEOUT"] = input_timeout
         server = task_server(env)
         rq_worker(server)
         return server

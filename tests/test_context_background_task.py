@@ -44,9 +44,6 @@ from tests.live_tools.seed_tools import SEED_LIFESPAN_VALUE
 from tests.task_driver import TaskDriver, django_shell, structured_of, task_capabilities, text_of
 from tests.worker_fixtures import RedisProcess, RqWorker, free_port, start_rq_worker
 
-SEED_SETTINGS = "tests.seed_settings"
-
-
 # -- the live stack of this module: private Redis, one server, one worker -------------------
 
 
@@ -89,10 +86,9 @@ def stack(
     seed_redis: RedisProcess,
 ) -> Iterator[Stack]:
     env = {
-        "DJANGO_SETTINGS_MODULE": SEED_SETTINGS,
         "REDIS_URL": seed_redis.url,
         "REDIS_PREFIX": f"seed_{uuid.uuid4().hex[:10]}",
-        "TASKS_LIFESPAN": "tests.live_tools.seed_tools.seed_lifespan",
+        "MCP_TASKS_TEST_LIFESPAN": "tests.live_tools.seed_tools.seed_lifespan",
     }
     servers = cast(
         Generator[LiveServer, None, None],
@@ -407,10 +403,10 @@ class TestElicitFailFast:
         holding the task, and the tool finishes. Only the worker's channel layer is broken;
         the database, the queue and the server are real and healthy."""
         # A hold window far beyond the wait below: only fail-fast lets the task finish in time.
-        server = task_server(
-            {"DJANGO_SETTINGS_MODULE": SEED_SETTINGS, "TASKS_INPUT_HOLD_WINDOW": "600"}
+        server = task_server({"MCP_TASKS_TEST_INPUT_HOLD_WINDOW": "600"})
+        rq_worker(
+            server, env={"MCP_TASKS_TEST_CHANNEL_LAYER_URL": f"redis://127.0.0.1:{free_port()}/0"}
         )
-        rq_worker(server, env={"SEED_CHANNEL_LAYER_URL": f"redis://127.0.0.1:{free_port()}/0"})
         client = TaskDriver(http, server.mcp_url, capabilities=task_capabilities("elicitation"))
         task_id = await client.call("seed_failfast_tool", {"marker_dir": str(tmp_path)})
         task = await client.wait_for(

@@ -417,9 +417,7 @@ def post_and_judge(
 @pytest.fixture(scope="module")
 def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     """Embedded mode (in-process queue and worker threads): no Redis needed, any database."""
-    yield from start_module_server(
-        request, {"DJANGO_SETTINGS_MODULE": "tests.task_settings"}, label="fuzz target"
-    )
+    yield from start_module_server(request, label="fuzz target")
 
 
 @pytest.fixture(scope="module")

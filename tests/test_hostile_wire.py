@@ -1,6 +1,6 @@
 """Hostile input over real HTTP (issue 10 §1, §2): every request gets an answer, no 5xx.
 
-One live daphne server (``tests.task_settings``) on the session's private Redis, with a real
+One live daphne server (``tests.live_settings``) on the session's private Redis, with a real
 ``manage.py rqworker`` for the tests that run tasks, on the run's database (SQLite, or
 PostgreSQL when the run is on PostgreSQL: that is where a NUL cannot be stored).
 
@@ -55,7 +55,6 @@ NUL_ID = "task\x00id"
 @pytest.fixture(scope="module")
 def server(request: pytest.FixtureRequest, task_redis: RedisProcess) -> Iterator[LiveServer]:
     env = {
-        "DJANGO_SETTINGS_MODULE": "tests.task_settings",
         "REDIS_URL": task_redis.url,
         "REDIS_PREFIX": f"mcp_tasks_h_{uuid.uuid4().hex[:10]}",
     }

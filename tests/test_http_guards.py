@@ -36,9 +36,9 @@ KEEPALIVE = 0.5  # seconds between ": ping" comments on a quiet stream
 @pytest.fixture(scope="module")
 def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     env = {
-        "LIVE_MAX_BODY_BYTES": str(MAX_BODY),
-        "LIVE_ALLOWED_ORIGINS": LISTED_ORIGIN,
-        "LIVE_SSE_KEEPALIVE": str(KEEPALIVE),
+        "MCP_TASKS_TEST_MAX_BODY_BYTES": str(MAX_BODY),
+        "MCP_TASKS_TEST_ALLOWED_ORIGINS": LISTED_ORIGIN,
+        "MCP_TASKS_TEST_SSE_KEEPALIVE": str(KEEPALIVE),
     }
     yield from start_module_server(request, env, label="guard tests")
 
@@ -47,7 +47,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
 def closed_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     """A server with ``ALLOW_ANONYMOUS: False``."""
     yield from start_module_server(
-        request, {"LIVE_ALLOW_ANONYMOUS": "0"}, label="no-anonymous server"
+        request, {"MCP_TASKS_TEST_ALLOW_ANONYMOUS": "0"}, label="no-anonymous server"
     )
 
 

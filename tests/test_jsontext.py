@@ -11,7 +11,7 @@ import pytest
 
 from mcp_tasks import jsontext
 from mcp_tasks.exceptions import ProtocolError
-from mcp_tasks.protocol.constants import INVALID_PARAMS
+from mcp_tasks.jsonrpc import INVALID_PARAMS
 from mcp_tasks.protocol.stored import is_lookup_key, require_storable
 from mcp_tasks.transport.stream import ResponseStream, encode_json
 

@@ -165,8 +165,8 @@ async def test_sdk_client_signs_in_and_uses_tools_and_tasks(asgi_server: AsgiSer
     server = asgi_server(
         {
             **LIVE_SETTINGS,
-            "LIVE_TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify",
-            "LIVE_ALLOW_ANONYMOUS": "0",
+            "MCP_TASKS_TEST_TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify",
+            "MCP_TASKS_TEST_ALLOW_ANONYMOUS": "0",
         }
     )
     await django_shell(server, _CREATE_USER, username="ada", password=PASSWORD)
@@ -251,8 +251,8 @@ async def test_sdk_client_signs_a_user_in_through_chromium(
     server = asgi_server(
         {
             **LIVE_SETTINGS,
-            "LIVE_TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify",
-            "LIVE_ALLOW_ANONYMOUS": "0",
+            "MCP_TASKS_TEST_TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify",
+            "MCP_TASKS_TEST_ALLOW_ANONYMOUS": "0",
         }
     )
     await django_shell(server, _CREATE_USER, username="grace", password=PASSWORD)

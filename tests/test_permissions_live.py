@@ -105,7 +105,7 @@ async def test_permission_revoked_while_parked_fails_the_task_on_resume(
     rq_worker: Callable[..., RqWorker],
     http: httpx.AsyncClient,
 ) -> None:
-    server = task_server({"TASKS_INPUT_HOLD_WINDOW": "0.5"})
+    server = task_server({"MCP_TASKS_TEST_INPUT_HOLD_WINDOW": "0.5"})
     rq_worker(server)
     await set_permission(server, "ada", grant=True)
     ada = driver(http, server, "ada")
@@ -126,7 +126,7 @@ async def test_parked_task_of_a_still_permitted_user_resumes(
     rq_worker: Callable[..., RqWorker],
     http: httpx.AsyncClient,
 ) -> None:
-    server = task_server({"TASKS_INPUT_HOLD_WINDOW": "0.5"})
+    server = task_server({"MCP_TASKS_TEST_INPUT_HOLD_WINDOW": "0.5"})
     rq_worker(server)
     await set_permission(server, "ada", grant=True)
     ada = driver(http, server, "ada")

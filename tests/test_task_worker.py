@@ -32,9 +32,9 @@ pytestmark = [pytest.mark.live, pytest.mark.redis]
 
 #: Fast liveness for the tests that kill a worker (seconds, as strings for the env).
 FAST_LIVENESS = {
-    "TASKS_HEARTBEAT_INTERVAL": "0.2",
-    "TASKS_LOST_AFTER": "2",
-    "TASKS_REQUEUE_AFTER": "1",
+    "MCP_TASKS_TEST_HEARTBEAT_INTERVAL": "0.2",
+    "MCP_TASKS_TEST_LOST_AFTER": "2",
+    "MCP_TASKS_TEST_REQUEUE_AFTER": "1",
 }
 
 

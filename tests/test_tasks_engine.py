@@ -103,7 +103,7 @@ def test_worker_context_lifespan_context_is_empty_without_a_lifespan(
 def test_worker_context_lifespan_context_comes_from_the_configured_lifespan(
     task_server: Any, task_client: Any, rq_worker: Any
 ) -> None:
-    server = task_server({"TASKS_LIFESPAN": "tests.live_tools.task_tools.probe_lifespan"})
+    server = task_server({"MCP_TASKS_TEST_LIFESPAN": "tests.live_tools.task_tools.probe_lifespan"})
     rq_worker(server)
     _, seen = probe(task_client(server))
     assert seen["lifespan_context"]["db"] == "probe-db-handle"
@@ -350,7 +350,7 @@ def test_rotated_secret_key_opens_the_snapshot_through_secret_key_fallbacks(
         server,
         env={
             "DJANGO_SECRET_KEY": "the-new-secret-key-" + "y" * 40,
-            "TASKS_SECRET_KEY_FALLBACKS": "the-old-secret-key-" + "x" * 40,
+            "MCP_TASKS_TEST_SECRET_KEY_FALLBACKS": "the-old-secret-key-" + "x" * 40,
         },
     )
     task = client.wait_terminal(task_id)

@@ -290,7 +290,7 @@ def admin_answer(server: LiveServer, task_id: str, content: dict[str, Any]) -> s
 def test_a_task_answered_in_the_admin_completes_the_pending_tasks_result(
     mcp1_client: LegacyClient, task_server: Any, rq_worker: Any, tmp_path: Path, hold_window: str
 ) -> None:
-    stack = task_server({"TASKS_INPUT_HOLD_WINDOW": hold_window}, label="redis server")
+    stack = task_server({"MCP_TASKS_TEST_INPUT_HOLD_WINDOW": hold_window}, label="redis server")
     rq_worker(stack)
     options = {"marker_dir": str(tmp_path), "tool": "lt_elicit", "arguments": {"kind": "model"}}
     with background(

@@ -18,9 +18,9 @@ pytestmark = [pytest.mark.live, pytest.mark.redis]
 
 #: Small liveness timings (seconds) for the server, the workers and the cleanup command.
 FAST_LIVENESS = {
-    "TASKS_HEARTBEAT_INTERVAL": "0.2",
-    "TASKS_LOST_AFTER": "2",
-    "TASKS_REQUEUE_AFTER": "1",
+    "MCP_TASKS_TEST_HEARTBEAT_INTERVAL": "0.2",
+    "MCP_TASKS_TEST_LOST_AFTER": "2",
+    "MCP_TASKS_TEST_REQUEUE_AFTER": "1",
 }
 
 

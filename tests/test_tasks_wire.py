@@ -244,7 +244,7 @@ def test_tasks_update_ignores_unknown_and_already_answered_keys(
 def test_answer_after_the_hold_window_resumes_the_task_on_a_new_job(
     task_server: Any, rq_worker: Any, task_client: Any
 ) -> None:
-    server = task_server({"TASKS_INPUT_HOLD_WINDOW": "0.2"})
+    server = task_server({"MCP_TASKS_TEST_INPUT_HOLD_WINDOW": "0.2"})
     rq_worker(server)
     client = task_client(server, caps=WITH_ELICITATION)
     task_id = client.start("confirm_delete", {"filename": "old.log"})["taskId"]

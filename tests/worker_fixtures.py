@@ -12,7 +12,7 @@ which skips — or fails on CI — when unreachable).
 - ``task_redis``: the session's private Redis (a :class:`RedisProcess`).
 - ``redis_process``: a factory of further private Redis servers (restart tests).
 - ``task_server(env=None, *, redis=None, database_url=None)``: a live server with
-  ``tests.task_settings`` on ``task_redis`` (or the given :class:`RedisProcess`); ``redis=False``
+  ``tests.live_settings`` on ``task_redis`` (or the given :class:`RedisProcess`); ``redis=False``
   gives an embedded-mode server (no REDIS_URL: fake Redis + worker thread in process).
 - ``rq_worker(server, *, kind="task", env=None)``: ``python manage.py rqworker mcp_tasks``
   with the server's environment (same database, Redis and prefix): ``kind`` ``"task"`` is
@@ -47,11 +47,10 @@ import httpx
 import pytest
 
 from tests.conftest import _SERVERS, ROOT, AsgiServerFactory, LiveServer
-from tests.live import CLIENT_TOKEN, SIGNED_IN
+from tests.live import CLIENT_TOKEN, LIVE_SETTINGS
 
 MODERN = "2026-07-28"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-TASK_SETTINGS = "tests.task_settings"
 QUEUE = "mcp_tasks"
 WORKER_START_TIMEOUT = 30.0
 #: Longest a test waits for something a worker does (a safety net, never a measurement).
@@ -312,10 +311,10 @@ WorkerFactory = Callable[..., RqWorker]
 
 @pytest.fixture
 def task_server(asgi_server: AsgiServerFactory, task_redis: RedisProcess) -> TaskServerFactory:
-    """Factory: a live server with ``tests.task_settings``.
+    """Factory: a live server with ``tests.live_settings``.
 
     ``redis``: None → the session's private Redis; a :class:`RedisProcess` → that one;
-    False → embedded mode (no REDIS_URL). ``env`` adds variables (``TASKS_*``…);
+    False → embedded mode (no REDIS_URL). ``env`` adds variables (``MCP_TASKS_TEST_*``…);
     ``database_url`` shares another server's database.
     """
 
@@ -327,9 +326,7 @@ def task_server(asgi_server: AsgiServerFactory, task_redis: RedisProcess) -> Tas
         prefix: str | None = None,
         label: str = "",
     ) -> LiveServer:
-        overrides = {"DJANGO_SETTINGS_MODULE": TASK_SETTINGS}
-        if SIGNED_IN:
-            overrides["LIVE_ALLOW_ANONYMOUS"] = "0"
+        overrides = dict(LIVE_SETTINGS)
         if redis is not False:
             target = task_redis if redis is None or redis is True else redis
             overrides["REDIS_URL"] = target.url

@@ -1,18 +1,19 @@
-"""The MCP protocol layer: pure functions from decoded messages to responses.
+"""The MCP protocol layer: decoded messages in, responses out, for both eras.
 
-It imports no Channels or HTTP code; the transport hands it a :class:`RequestInfo` and a
-:class:`Sink`.
+It imports no Channels, HTTP or ORM code: the transport hands it a :class:`RequestInfo` and
+a :class:`Sink`; it reaches tasks through the :class:`~.ports.TaskEngine` it is given.
 """
 
-from .dispatch import handle_request, kind_of, modern_request_info, parse_body
+from .dispatch import Dispatcher, kind_of, legacy_request_info, modern_request_info, parse_body
 from .request import RequestInfo, SessionHandle, Sink
 
 __all__ = [
+    "Dispatcher",
     "RequestInfo",
     "SessionHandle",
     "Sink",
-    "handle_request",
     "kind_of",
+    "legacy_request_info",
     "modern_request_info",
     "parse_body",
 ]

@@ -1,11 +1,14 @@
-"""The protocol layer's entry point: a decoded JSON-RPC message in, a response out.
+"""The protocol layer's entry point: a request body in, a JSON-RPC response out.
 
 The transport decides the era (``MCP-Protocol-Version`` header), resolves the caller and,
-for the legacy era, the session; everything else about a message happens here.
+for the legacy era, the session. Here: decoding and checking the message
+(:func:`parse_body`, :func:`kind_of`), describing the request (:func:`modern_request_info`,
+:func:`legacy_request_info`), and running it (:class:`Dispatcher`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import json
 import logging
@@ -18,21 +21,28 @@ from .. import jsontext
 from ..auth import Principal
 from ..conf import get_config
 from ..exceptions import ProtocolError
-from ..server import MCPServer
-from .constants import (
+from ..jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
-    META_SERVER_INFO,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
+    Message,
+    error_object,
+    error_response,
+    notification,
+    result_response,
 )
+from ..server import MCPServer
+from .constants import LEGACY_VERSIONS, META_SERVER_INFO
 from .envelope import check_modern_envelope
-from .handlers import CACHEABLE, LEGACY_METHODS, MODERN_METHODS, server_info
-from .request import RequestInfo, Sink
+from .handlers import scope_challenge, server_info
+from .methods import CACHEABLE, method_tables
+from .ports import TaskEngine
+from .request import RequestInfo, SessionHandle, Sink
+from .subscriptions import Subscription, subscribe
 
 logger = logging.getLogger("mcp_tasks.protocol")
 
-Message = dict[str, Any]
 
 
 class _NotJsonError(ValueError):
@@ -131,14 +141,6 @@ def kind_of(message: Message) -> str:
     raise ProtocolError(INVALID_REQUEST, "Invalid Request: not a request, notification or response")
 
 
-def response(request_id: Any, result: dict[str, Any]) -> Message:
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
-
-
-def error_response(request_id: Any, error: ProtocolError) -> Message:
-    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_dict()}
-
-
 def modern_request_info(
     message: Message,
     headers: Mapping[str, str | list[str]],
@@ -162,6 +164,38 @@ def modern_request_info(
     )
 
 
+def legacy_request_info(
+    message: Message,
+    headers: Mapping[str, str | list[str]],
+    principal: Principal,
+    session: SessionHandle | None,
+    lifespan_context: Any = None,
+) -> RequestInfo:
+    """Describe a legacy request from its session (None: ``initialize``, which has none yet:
+    the capabilities are the ones it declares)."""
+    params = message.get("params") or {}
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    if session is None:
+        capabilities = params.get("capabilities")
+        client_capabilities = capabilities if isinstance(capabilities, dict) else {}
+    else:
+        client_capabilities = session.client_capabilities
+    return RequestInfo(
+        era="legacy",
+        protocol_version=session.protocol_version if session else LEGACY_VERSIONS[0],
+        principal=principal,
+        request_id=message.get("id"),
+        client_capabilities=client_capabilities,
+        client_info=session.client_info if session else {},
+        log_level=session.log_level if session else None,
+        progress_token=token if isinstance(token, str | int) and not isinstance(token, bool) else None,
+        headers=headers,
+        session=session,
+        lifespan_context=lifespan_context,
+    )
+
+
 def _finish_modern(method: str, result: dict[str, Any]) -> dict[str, Any]:
     result.setdefault("resultType", "complete")
     if method in CACHEABLE and result["resultType"] == "complete":
@@ -172,23 +206,64 @@ def _finish_modern(method: str, result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-async def handle_request(
-    server: MCPServer, message: Message, info: RequestInfo, sink: Sink
-) -> Message:
-    """Run one request and return its JSON-RPC response (result or error)."""
-    method = message["method"]
-    params = message.get("params") or {}
-    table = MODERN_METHODS if info.modern else LEGACY_METHODS
-    handler = table.get(method)
-    try:
-        if handler is None:
-            raise ProtocolError(METHOD_NOT_FOUND, "Method not found", method)
-        result = await handler(server, info, sink, params)
-    except ProtocolError as exc:
-        return error_response(message["id"], exc)
-    except Exception:
-        logger.exception("%s failed", method)
-        return error_response(message["id"], ProtocolError(INTERNAL_ERROR, "Internal error"))
-    if info.modern:
-        result = _finish_modern(method, result)
-    return response(message["id"], result)
+class Dispatcher:
+    """One MCP server's protocol: decoded requests in, JSON-RPC responses out.
+
+    The method tables are built once, from ``engine`` (None: no task engine, task tools
+    run as plain calls). The transport holds one and hands it each request's
+    :class:`RequestInfo` and :class:`Sink`.
+    """
+
+    def __init__(self, server: MCPServer, engine: TaskEngine | None = None) -> None:
+        self.server = server
+        self.methods = method_tables(engine)
+
+    async def handle(self, message: Message, info: RequestInfo, sink: Sink) -> Message:
+        """Run one request and return its JSON-RPC response (result or error)."""
+        method = message["method"]
+        params = message.get("params") or {}
+        table = self.methods.modern if info.modern else self.methods.legacy
+        handler = table.get(method)
+        try:
+            if handler is None:
+                raise ProtocolError(METHOD_NOT_FOUND, "Method not found", method)
+            result = await handler(self.server, info, sink, params)
+        except ProtocolError as exc:
+            return error_response(message["id"], exc.to_dict())
+        except Exception:
+            logger.exception("%s failed", method)
+            return error_response(message["id"], error_object(INTERNAL_ERROR, "Internal error"))
+        if info.modern:
+            result = _finish_modern(method, result)
+        return result_response(message["id"], result)
+
+    async def scope_challenge(self, message: Message, principal: Principal) -> list[str]:
+        """The scopes the caller's token lacks for what the request targets
+        (:func:`.handlers.scope_challenge`)."""
+        return await scope_challenge(self.server, message, principal)
+
+    async def subscribe(self, message: Message, info: RequestInfo) -> Subscription:
+        """Read a ``subscriptions/listen`` request (:func:`.subscriptions.subscribe`)."""
+        return await subscribe(message, info, self.methods.tasks)
+
+    async def task_pushed(self, task_id: str, subscription: Subscription) -> Message | None:
+        """The ``notifications/tasks`` of a watched task that changed (None: not the
+        subscriber's, or no engine)."""
+        tasks = self.methods.tasks
+        if tasks is None or task_id not in subscription.task_ids:
+            return None
+        detailed = await tasks.watched(task_id, subscription.principal_scope)
+        return subscription.tagged(detailed) if detailed is not None else None
+
+    async def session_task_status(self, task_id: str, session_id: str) -> Message | None:
+        """The ``notifications/tasks/status`` of a 2025-11-25 session's task that changed."""
+        legacy = self.methods.legacy_tasks
+        status = await legacy.status(task_id, session_id) if legacy is not None else None
+        return notification("notifications/tasks/status", status) if status else None
+
+    async def relay_questions(
+        self, task_id: str, principal_scope: str, sink: Sink, relayed: dict[str, asyncio.Task[None]]
+    ) -> None:
+        """Send a 2025-11-25 task's waiting questions on the stream ``sink`` writes to."""
+        if self.methods.legacy_tasks is not None:
+            await self.methods.legacy_tasks.relay_questions(task_id, principal_scope, sink, relayed)

@@ -15,15 +15,13 @@ from typing import Any
 
 from ..context import LOG_LEVELS
 from ..exceptions import ProtocolError
+from ..jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION
 from .constants import (
-    HEADER_MISMATCH,
-    INVALID_PARAMS,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
     MODERN_VERSIONS,
-    UNSUPPORTED_PROTOCOL_VERSION,
 )
 
 _SAFE_HEADER_VALUE = re.compile(r"^[\x20-\x7e\t]*$")

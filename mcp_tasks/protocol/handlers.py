@@ -1,12 +1,17 @@
-"""The MCP methods: one coroutine per method, taking params and returning a result dict.
+"""The MCP methods of both eras: one coroutine per method, taking params and returning a
+result dict.
 
 Handlers raise :class:`~mcp_tasks.exceptions.ProtocolError` for JSON-RPC errors. Era
-differences (``resultType``, caching hints) are added by :mod:`.dispatch`.
+differences (``resultType``, caching hints) are added by :mod:`.dispatch`; the method tables
+are built in :mod:`.methods`, which also hands the task-aware handlers (``tasks=``,
+``start_task=``) what the task engine offers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -19,20 +24,19 @@ from ..auth import Principal
 from ..conf import get_config
 from ..context import LOG_LEVELS
 from ..exceptions import InputRequired, ProtocolError
-from ..permissions import allowed, missing_scopes, visible
-from ..runner import describe_validation_error, error_result, invoke, run_tool, validate_arguments
-from ..server import MCPServer, PromptSpec, ResourceSpec, ToolSpec
-from .constants import (
+from ..jsonrpc import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
-    LEGACY_TASKS_VERSION,
-    LEGACY_VERSIONS,
     METHOD_NOT_FOUND,
     MISSING_CLIENT_CAPABILITY,
-    MODERN_VERSIONS,
-    TASKS_EXTENSION,
+    RESOURCE_NOT_FOUND,
 )
+from ..permissions import allowed, missing_scopes, visible
+from ..tool_call import describe_validation_error, error_result, invoke, run_tool, validate_arguments
+from ..server import MCPServer, PromptSpec, ResourceSpec, ToolSpec
+from .constants import LEGACY_TASKS_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS, TASKS_EXTENSION
 from .envelope import check_param_headers
-from .execution import RequestBackend, gather_answers, input_required_result, make_context
+from .request_backend import RequestBackend, gather_answers, input_required_result, make_context
 from .request import RequestInfo, Sink
 from .stored import require_storable
 
@@ -40,23 +44,14 @@ logger = logging.getLogger("mcp_tasks.protocol")
 
 Handler = Callable[[MCPServer, RequestInfo, Sink, dict[str, Any]], Awaitable[dict[str, Any]]]
 
-#: Set by the task engine: ``(server, tool, arguments, info, sink) -> result`` that creates
-#: a background task, or None while no task engine is installed.
+#: ``(tool, validated arguments, info, sink, params) -> CreateTaskResult``: starts a task.
 TaskStarter = Callable[
-    [MCPServer, ToolSpec, dict[str, Any], RequestInfo, Sink, dict[str, Any]],
-    Awaitable[dict[str, Any]],
+    [ToolSpec, dict[str, Any], RequestInfo, Sink, dict[str, Any]], Awaitable[dict[str, Any]]
 ]
 
 
-class _Hooks:
-    start_task: TaskStarter | None = None
-
-
-hooks = _Hooks()
-
-
-def _dump(model: BaseModel) -> dict[str, Any]:
-    return model.model_dump(by_alias=True, exclude_none=True, mode="json")
+def dump(model: BaseModel) -> dict[str, Any]:
+    return model.modeldump(by_alias=True, exclude_none=True, mode="json")
 
 
 def server_info() -> dict[str, Any]:
@@ -64,7 +59,8 @@ def server_info() -> dict[str, Any]:
     return {"name": config["SERVER_NAME"], "version": config["SERVER_VERSION"]}
 
 
-def server_capabilities(info: RequestInfo) -> dict[str, Any]:
+def server_capabilities(info: RequestInfo, *, tasks: bool) -> dict[str, Any]:
+    """What the server offers; ``tasks``: whether a task engine is configured."""
     capabilities: dict[str, Any] = {
         "tools": {"listChanged": True},
         "prompts": {"listChanged": True},
@@ -72,7 +68,7 @@ def server_capabilities(info: RequestInfo) -> dict[str, Any]:
         "completions": {},
         "logging": {},
     }
-    if hooks.start_task is not None:
+    if tasks:
         if info.modern:
             capabilities["extensions"] = {TASKS_EXTENSION: {}}
         elif info.protocol_version == LEGACY_TASKS_VERSION:
@@ -106,11 +102,11 @@ def _no_cursor(params: dict[str, Any]) -> None:
 
 
 async def server_discover(
-    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any], *, tasks: bool
 ) -> dict[str, Any]:
     result: dict[str, Any] = {
         "supportedVersions": list(MODERN_VERSIONS),
-        "capabilities": server_capabilities(info),
+        "capabilities": server_capabilities(info, tasks=tasks),
     }
     instructions = get_config()["INSTRUCTIONS"]
     if instructions:
@@ -119,7 +115,7 @@ async def server_discover(
 
 
 async def initialize(
-    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any], *, tasks: bool
 ) -> dict[str, Any]:
     # The session stores what the client tells about itself.
     require_storable(params.get("clientInfo"), "params.clientInfo")
@@ -128,7 +124,7 @@ async def initialize(
     version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": server_capabilities(replace(info, protocol_version=version)),
+        "capabilities": server_capabilities(replace(info, protocol_version=version), tasks=tasks),
         "serverInfo": server_info(),
     }
     instructions = get_config()["INSTRUCTIONS"]
@@ -158,17 +154,23 @@ async def set_log_level(
 
 
 async def list_tools(
-    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any], *, tasks: bool
 ) -> dict[str, Any]:
     _no_cursor(params)
-    task_support = info.protocol_version == LEGACY_TASKS_VERSION and hooks.start_task is not None
+    task_support = info.protocol_version == LEGACY_TASKS_VERSION and tasks
     tools = await visible(list(server.tools.values()), info.principal)
     return {"tools": [tool.definition(task_support=task_support) for tool in tools]}
 
 
 async def call_tool(
-    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+    server: MCPServer,
+    info: RequestInfo,
+    sink: Sink,
+    params: dict[str, Any],
+    *,
+    start_task: TaskStarter | None,
 ) -> dict[str, Any]:
+    """A plain call, or (``start_task``: a task engine is configured) the start of a task."""
     name = _params_str(params, "name")
     arguments = _params_dict(params, "arguments")
     tool = server.tools.get(name)
@@ -182,9 +184,9 @@ async def call_tool(
     except ValueError as exc:
         return error_result(str(exc))
 
-    if _runs_as_task(tool, info, params):
-        assert hooks.start_task is not None
-        return await hooks.start_task(server, tool, validated, info, sink, params)
+    if _runs_as_task(tool, info, params, tasks=start_task is not None):
+        assert start_task is not None
+        return await start_task(tool, validated, info, sink, params)
 
     answers = gather_answers(info, params, "tools/call", name, arguments)
     backend = RequestBackend(info, sink, answers)
@@ -194,7 +196,7 @@ async def call_tool(
         return input_required_result(exc, backend, info, "tools/call", name, arguments)
 
 
-def _runs_as_task(tool: ToolSpec, info: RequestInfo, params: dict[str, Any]) -> bool:
+def _runs_as_task(tool: ToolSpec, info: RequestInfo, params: dict[str, Any], *, tasks: bool) -> bool:
     """Whether this call becomes a task: the server decides, within what the client allows.
 
     Modern era: the client declared the tasks extension in this request. 2025-11-25
@@ -202,7 +204,7 @@ def _runs_as_task(tool: ToolSpec, info: RequestInfo, params: dict[str, Any]) -> 
     revision). A tool that only runs as a task, called without them, is refused.
     """
     mode = tool.task.mode
-    if hooks.start_task is None:
+    if not tasks:
         wanted = False
     elif info.modern:
         wanted = info.declares_extension(TASKS_EXTENSION)
@@ -247,9 +249,9 @@ def _prompt_messages(value: Any) -> list[dict[str, Any]]:
         if isinstance(item, str):
             messages.append({"role": "user", "content": {"type": "text", "text": item}})
         elif isinstance(item, BaseModel):
-            messages.append(_dump(item))
+            messages.append(dump(item))
         elif isinstance(item, dict):
-            messages.append(_dump(types.PromptMessage.model_validate(item)))
+            messages.append(dump(types.PromptMessage.model_validate(item)))
         else:
             raise TypeError(
                 f"a prompt returned {type(item).__name__}; return str, PromptMessage or a list"
@@ -273,13 +275,13 @@ async def _render_prompt(
     try:
         value = await invoke(prompt.fn, prompt.is_async, kwargs)
         if isinstance(value, types.GetPromptResult):
-            return _dump(value)
+            return dump(value)
         result: dict[str, Any] = {"messages": _prompt_messages(value)}
     except (ProtocolError, InputRequired, asyncio.CancelledError):
         raise
     except Exception as exc:
         logger.exception("prompt %r raised", prompt.name)
-        raise ProtocolError(-32603, f"Error rendering prompt {prompt.name}") from exc
+        raise ProtocolError(INTERNAL_ERROR, f"Error rendering prompt {prompt.name}") from exc
     if prompt.description:
         result["description"] = prompt.description
     return result
@@ -322,15 +324,13 @@ async def list_resource_templates(
 
 
 def _resource_contents(resource: ResourceSpec, uri: str, value: Any) -> list[dict[str, Any]]:
-    import base64
-
     if isinstance(value, types.ReadResourceResult):
-        return [_dump(item) for item in value.contents]
+        return [dump(item) for item in value.contents]
     items = value if isinstance(value, list) else [value]
     contents = []
     for item in items:
         if isinstance(item, BaseModel):
-            contents.append(_dump(item))
+            contents.append(dump(item))
             continue
         entry: dict[str, Any] = {"uri": uri}
         if isinstance(item, bytes):
@@ -338,8 +338,6 @@ def _resource_contents(resource: ResourceSpec, uri: str, value: Any) -> list[dic
             entry["mimeType"] = resource.mime_type or "application/octet-stream"
         else:
             if not isinstance(item, str):
-                import json
-
                 item = json.dumps(item, default=str)
             entry["text"] = item
             entry["mimeType"] = resource.mime_type or "text/plain"
@@ -353,7 +351,7 @@ async def read_resource(
     uri = _params_str(params, "uri")
     found = server.find_resource(uri)
     if found is None or not await allowed(found[0].access, info.principal):
-        code = INVALID_PARAMS if info.modern else -32002
+        code = INVALID_PARAMS if info.modern else RESOURCE_NOT_FOUND
         raise ProtocolError(code, "Resource not found", {"uri": uri})
     resource, variables = found
     backend = RequestBackend(info, sink, gather_answers(info, params, "resources/read", uri, {}))
@@ -368,7 +366,7 @@ async def read_resource(
         raise
     except Exception as exc:
         logger.exception("resource %r raised", uri)
-        raise ProtocolError(-32603, f"Error reading resource {uri}") from exc
+        raise ProtocolError(INTERNAL_ERROR, f"Error reading resource {uri}") from exc
     return {"contents": _resource_contents(resource, uri, value)}
 
 
@@ -465,42 +463,3 @@ async def scope_challenge(
         if not await allowed(rest, principal):
             return []  # more scopes would not help
     return missing
-
-
-MODERN_METHODS: dict[str, Handler] = {
-    "server/discover": server_discover,
-    "tools/list": list_tools,
-    "tools/call": call_tool,
-    "prompts/list": list_prompts,
-    "prompts/get": get_prompt,
-    "resources/list": list_resources,
-    "resources/templates/list": list_resource_templates,
-    "resources/read": read_resource,
-    "completion/complete": complete,
-}
-
-LEGACY_METHODS: dict[str, Handler] = {
-    "initialize": initialize,
-    "ping": ping,
-    "logging/setLevel": set_log_level,
-    "tools/list": list_tools,
-    "tools/call": call_tool,
-    "prompts/list": list_prompts,
-    "prompts/get": get_prompt,
-    "resources/list": list_resources,
-    "resources/templates/list": list_resource_templates,
-    "resources/read": read_resource,
-    "resources/subscribe": subscribe_resource,
-    "resources/unsubscribe": unsubscribe_resource,
-    "completion/complete": complete,
-}
-
-#: Methods whose modern results carry caching hints (``ttlMs``, ``cacheScope``).
-CACHEABLE = {
-    "server/discover",
-    "tools/list",
-    "prompts/list",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-}

@@ -45,9 +45,13 @@ class Sink(Protocol):
 
 
 class SessionHandle(Protocol):
-    """A legacy session's stored state, as the protocol layer may change it."""
+    """A legacy session's stored state, as the protocol layer reads and changes it."""
 
     id: str
+    protocol_version: str
+    client_capabilities: dict[str, Any]
+    client_info: dict[str, Any]
+    log_level: str | None
 
     async def set_log_level(self, level: str) -> None: ...
 

@@ -16,7 +16,7 @@ from django.core import signing
 
 from ..conf import get_config
 from ..exceptions import ProtocolError
-from .constants import INVALID_PARAMS
+from ..jsonrpc import INVALID_PARAMS
 
 _SALT = "mcp_tasks.request_state"
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import jsontext
 from ..exceptions import ProtocolError
-from .constants import INVALID_PARAMS
+from ..jsonrpc import INVALID_PARAMS
 
 
 def nul_error(field: str, path: jsontext.Path = ()) -> ProtocolError:

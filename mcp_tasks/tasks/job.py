@@ -25,11 +25,12 @@ from ..context import Context, level_allows
 from ..db import db
 from ..exceptions import ProtocolError, ToolError
 from ..inputs import Question
+from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 from ..lifespan import lifespan_context
 from ..models import LegacySession, Task, TaskSnapshot
 from ..permissions import allowed_now
-from ..protocol.constants import INTERNAL_ERROR, INVALID_PARAMS, META_RELATED_TASK
-from ..runner import error_result, run_tool, validate_arguments
+from ..protocol.constants import META_RELATED_TASK
+from ..tool_call import error_result, run_tool, validate_arguments
 from ..server import MCPServer, mcp
 from ..sessions import StoredSession
 from . import crypto, notify, service

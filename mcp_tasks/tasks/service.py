@@ -25,6 +25,8 @@ from django.utils import timezone
 from .. import background, jsontext, live, signals
 from ..conf import get_config
 from ..db import db
+from ..inputs import KEY_PREFIXES
+from ..jsonrpc import INTERNAL_ERROR
 from ..models import (
     TERMINAL_STATUSES,
     InputRequest,
@@ -34,41 +36,12 @@ from ..models import (
     TaskSnapshot,
     TaskStatus,
 )
-from ..protocol.constants import INTERNAL_ERROR
 from ..server import mcp
+from ..task_contract import InvalidAnswer, NewTask, TaskNotFound
 from . import crypto, loop_redis, notify, queue, rows
 from .loop_database import LoopDatabase
 
 logger = logging.getLogger("mcp_tasks.tasks")
-
-
-class TaskNotFound(Exception):  # noqa: N818 - reads like Django's DoesNotExist
-    """No such task for this principal (unknown, expired, or someone else's)."""
-
-
-@dataclass(frozen=True)
-class NewTask:
-    """Everything recorded when a task is created."""
-
-    tool_name: str
-    arguments: dict[str, Any]
-    principal_scope: str
-    era: str
-    protocol_version: str
-    client_info: dict[str, Any]
-    client_capabilities: dict[str, Any]
-    log_level: str | None = None
-    progress_token: str | int | None = None
-    session_id: str | None = None
-    origin_request_id: str | int | None = None
-    access_token: dict[str, Any] | None = None
-    headers: dict[str, str] | None = None
-    prepared: Any = None
-    queue: str | None = None
-    ttl: float | None = None
-    poll_interval: float | None = None
-    timeout: int | None = None
-    retry_of: str | None = None
 
 
 def _publish_on_commit(
@@ -608,15 +581,6 @@ class TaskEnded(BaseException):
     """The task reached a terminal state while the tool was still running."""
 
 
-class InvalidAnswer(ValueError):  # noqa: N818
-    """An answer that does not fit the question (the message says why)."""
-
-
-_KEY_PREFIX = {
-    "elicitation/create": "elicit",
-    "sampling/createMessage": "sample",
-    "roots/list": "roots",
-}
 EXPIRED = {"_mcp_tasks": "expired"}
 
 
@@ -683,7 +647,7 @@ def ask_all(
                 continue
             if key is None or key in used_keys:
                 # Keys are unique for the task's whole life, so a repeated key gets a suffix.
-                key = f"{key or _KEY_PREFIX.get(method, 'input')}-{sequence}-{secrets.token_hex(4)}"
+                key = f"{key or KEY_PREFIXES.get(method, 'input')}-{sequence}-{secrets.token_hex(4)}"
             used_keys.add(key[:100])
             request = InputRequest(
                 task=task,

@@ -39,7 +39,7 @@ from rq.worker import BaseWorker, Worker, WorkerStatus
 from ..conf import get_config
 from ..db import db
 from ..gc_freeze import freeze_startup_objects
-from ..protocol.constants import INTERNAL_ERROR
+from ..jsonrpc import INTERNAL_ERROR
 from ..server import mcp
 from . import service
 from .job import execute

@@ -19,7 +19,7 @@ import logging
 import time
 
 from ..conf import get_config
-from ..protocol.constants import SERVER_BUSY
+from ..jsonrpc import SERVER_BUSY, error_object, error_response
 from .http import HttpError
 
 logger = logging.getLogger("mcp_tasks.transport")
@@ -56,7 +56,7 @@ class Admission:
             logger.warning("refused %d request(s) with 503: %s", self.refused, why)
             self.refused, self.warned_at = 0, now
         message = f"Server busy: {why}; retry after {RETRY_AFTER}s"
-        body = {"jsonrpc": "2.0", "id": None, "error": {"code": SERVER_BUSY, "message": message}}
+        body = error_response(None, error_object(SERVER_BUSY, message))
         return HttpError(503, message, [(b"retry-after", str(RETRY_AFTER).encode())], body=body)
 
 

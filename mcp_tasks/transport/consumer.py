@@ -23,14 +23,12 @@ from .. import groups, jsontext, streams
 from ..auth import Principal
 from ..conf import get_config
 from ..exceptions import ProtocolError, ToolError
+from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from ..layers import keep_reading
 from ..lifespan import lifespan_context
 from ..models import LegacySession
 from ..protocol import RequestInfo, handle_request, kind_of, modern_request_info, parse_body
 from ..protocol.constants import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
     LEGACY_TASKS_VERSION,
     LEGACY_VERSIONS,
     META_SUBSCRIPTION_ID,

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from ..conf import get_config
-from ..protocol.constants import INVALID_REQUEST
+from ..jsonrpc import INVALID_REQUEST, error_object, error_response
 
 
 @dataclass
@@ -27,13 +27,7 @@ class HttpError(Exception):
     def payload(self) -> bytes:
         if self.body is not None:
             return json.dumps(self.body).encode()
-        return json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": None,
-                "error": {"code": INVALID_REQUEST, "message": self.message},
-            }
-        ).encode()
+        return json.dumps(error_response(None, error_object(INVALID_REQUEST, self.message))).encode()
 
 
 def header_map(scope: dict[str, Any]) -> dict[str, str | list[str]]:

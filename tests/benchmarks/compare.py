@@ -216,7 +216,9 @@ def run_submode(
     """``tasks-get-scaling`` or ``parked`` on one mcp_tasks stack."""
     started = Started()
     services = start_services(args, cleanup, logs)
-    env = {"TASKS_INPUT_HOLD_WINDOW": str(args.hold_window)} if args.mode == "parked" else {}
+    env = (
+        {"MCP_TASKS_TEST_INPUT_HOLD_WINDOW": str(args.hold_window)} if args.mode == "parked" else {}
+    )
     stack = start_ours(
         cleanup,
         logs,

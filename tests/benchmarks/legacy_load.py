@@ -286,7 +286,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="an environment variable of the server (tests.task_settings reads TASKS_*)",
+        help="an environment variable of the server (tests.live_settings reads MCP_TASKS_TEST_*)",
     )
     parser.add_argument(
         "--profile", metavar="DIR", help="py-spy the server during the paced runs, into DIR"

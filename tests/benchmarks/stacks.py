@@ -2,7 +2,7 @@
 what ``/proc`` says about their processes.
 
 - mcp_tasks as in production (README "Production"): uvicorn with ``DJANGO_DEBUG=0`` and
-  ``tests.task_settings`` (the example project plus the test tools), PostgreSQL, Redis and
+  ``tests.live_settings`` (the example project plus the test tools), PostgreSQL, Redis and
   N ``manage.py rqworker mcp_tasks`` processes (the ``RQ["WORKER_CLASS"]`` of the settings);
 - mcp_tasks embedded: one daphne process, no ``REDIS_URL`` (in-process queue and worker
   threads), SQLite: what ``./scripts/dev`` runs;
@@ -34,7 +34,8 @@ from tests.conftest import (
     _wait_until_serving,
     launch_server,
 )
-from tests.worker_fixtures import TASK_SETTINGS, RqWorker, run_manage, start_rq_worker
+from tests.live import LIVE_SETTINGS_MODULE
+from tests.worker_fixtures import RqWorker, run_manage, start_rq_worker
 
 PEERS = Path(__file__).resolve().parent / "peers"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -119,7 +120,7 @@ def ours_env(database_url: str, redis_url: str | None, **extra: str) -> dict[str
     """The environment of an mcp_tasks server and its workers (embedded without Redis)."""
     env = {
         "DATABASE_URL": database_url,
-        "DJANGO_SETTINGS_MODULE": TASK_SETTINGS,
+        "DJANGO_SETTINGS_MODULE": LIVE_SETTINGS_MODULE,
         "MCP_TASKS_LOG_LEVEL": "WARNING",
     }
     if redis_url:

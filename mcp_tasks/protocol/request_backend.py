@@ -15,18 +15,11 @@ from typing import Any
 from ..context import Context, level_allows
 from ..exceptions import InputRequired, ProtocolError
 from ..inputs import Question
+from ..jsonrpc import INVALID_PARAMS
 from . import request_state
-from .constants import INVALID_PARAMS
 from .request import RequestInfo, Sink
 
 logger = logging.getLogger("mcp_tasks.protocol")
-
-_KEY_PREFIX = {
-    "elicitation/create": "elicit",
-    "sampling/createMessage": "sample",
-    "roots/list": "roots",
-}
-
 
 class RequestBackend:
     """A ``ContextBackend`` for a plain (non-task) call."""
@@ -96,7 +89,7 @@ class RequestBackend:
         digest = hashlib.sha256(
             json.dumps([question.method, question.params], sort_keys=True, default=str).encode()
         ).hexdigest()[:10]
-        return f"{_KEY_PREFIX.get(question.method, 'input')}-{self.asked}-{digest}"
+        return f"{question.key_prefix}-{self.asked}-{digest}"
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.sink.publish(method, params)

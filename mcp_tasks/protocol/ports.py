@@ -1,0 +1,103 @@
+"""What the protocol layer needs from the task engine, defined here, on the protocol's side.
+
+The engine's :class:`mcp_tasks.tasks.engine.Engine` fits it; :mod:`mcp_tasks.endpoint` hands
+one to the :class:`~mcp_tasks.protocol.dispatch.Dispatcher`. Tasks come back as anything
+with the attributes of :class:`TaskView` (the engine's rows), read, never written.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol
+
+from ..task_contract import NewTask
+
+
+class TaskView(Protocol):
+    """A task as the wire shows it."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def status_message(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def updated_at(self) -> datetime: ...
+    @property
+    def ttl_ms(self) -> int | None: ...
+    @property
+    def poll_interval_ms(self) -> int | None: ...
+    @property
+    def result(self) -> Any: ...
+    @property
+    def error(self) -> Any: ...
+    @property
+    def is_terminal(self) -> bool: ...
+
+
+class QuestionView(Protocol):
+    """One of a task's waiting questions (an input request)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def params(self) -> Any: ...
+
+
+class TaskEngine(Protocol):
+    """Tasks for the wire handlers; every read and change is scoped to a principal.
+
+    Lookups of a task that is unknown, expired or someone else's raise
+    :class:`~mcp_tasks.task_contract.TaskNotFound`.
+    """
+
+    async def create(self, new: NewTask) -> TaskView:
+        """Record the task and queue its first job; raises ``RuntimeError`` if it cannot."""
+        ...
+
+    async def get(self, task_id: str, principal_scope: str) -> TaskView: ...
+
+    def with_final_fields(self, task: TaskView, final: dict[str, Any]) -> TaskView:
+        """``task`` as the change that ended it left it (the fields a wake-up carried)."""
+        ...
+
+    async def questions(self, task: TaskView) -> list[QuestionView]:
+        """The task's questions that wait for an answer."""
+        ...
+
+    async def waiting_questions(self, task_id: str, principal_scope: str) -> list[QuestionView]:
+        """The questions of the principal's task that wait ([] when it is not theirs)."""
+        ...
+
+    async def answer(
+        self, task_id: str, key: str, response: Any, principal_scope: str, *, strict: bool
+    ) -> bool:
+        """The one answer path: False when the question no longer waits (the first answer
+        wins). ``strict``: a task that is not found raises. Raises
+        :class:`~mcp_tasks.task_contract.InvalidAnswer` when it does not fit."""
+        ...
+
+    async def cancel(self, task_id: str, principal_scope: str) -> TaskView: ...
+
+    async def page(self, principal_scope: str, offset: int, limit: int) -> list[TaskView]:
+        """The principal's tasks, newest first."""
+        ...
+
+    async def owned(self, task_ids: list[str], principal_scope: str) -> list[str]:
+        """The ids among ``task_ids`` that name the principal's tasks."""
+        ...
+
+    async def of_session(self, task_id: str, session_id: str) -> TaskView | None:
+        """The task when a legacy session created it."""
+        ...
+
+    async def claim_relay(self, task_id: str, key: str) -> bool:
+        """Claim the question for one stream to send (False: another stream has it)."""
+        ...
+
+    async def release_relay(self, task_id: str, key: str) -> None: ...

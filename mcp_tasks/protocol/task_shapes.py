@@ -1,0 +1,93 @@
+"""The wire shapes of a task, both eras: the ``Task`` object, the ``DetailedTask``, and the
+rule for a ``taskId`` parameter."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ..exceptions import ProtocolError
+from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, error_object
+from .constants import META_RELATED_TASK
+from .ports import QuestionView, TaskView
+from .stored import is_lookup_key
+
+#: The one error for a task that is unknown, expired or someone else's (``-32602``).
+NOT_FOUND = "Task not found"
+
+
+def not_found() -> ProtocolError:
+    return ProtocolError(INVALID_PARAMS, NOT_FOUND)
+
+
+def task_id_of(params: dict[str, Any]) -> str:
+    """``params.taskId`` when it can name a task; anything else is not found (``-32602``)."""
+    task_id = params.get("taskId")
+    if not is_lookup_key(task_id):
+        raise not_found()
+    return str(task_id)
+
+
+def iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def task_fields(task: TaskView, *, legacy: bool = False) -> dict[str, Any]:
+    """The ``Task`` object shared by ``CreateTaskResult``, ``tasks/get`` and notifications.
+
+    ``legacy``: the 2025-11-25 shape (``ttl``/``pollInterval``, and a tool result with
+    ``isError`` counts as ``failed``).
+    """
+    status = task.status
+    if (
+        legacy
+        and status == "completed"
+        and isinstance(task.result, dict)
+        and task.result.get("isError")
+    ):
+        status = "failed"
+    fields: dict[str, Any] = {
+        "taskId": task.id,
+        "status": status,
+        "createdAt": iso(task.created_at),
+        "lastUpdatedAt": iso(task.updated_at),
+        "ttl" if legacy else "ttlMs": task.ttl_ms,
+    }
+    if task.status_message:
+        fields["statusMessage"] = task.status_message
+    if task.poll_interval_ms is not None:
+        fields["pollInterval" if legacy else "pollIntervalMs"] = task.poll_interval_ms
+    return fields
+
+
+def legacy_task(task: TaskView) -> dict[str, Any]:
+    """The ``Task`` object of 2025-11-25."""
+    return task_fields(task, legacy=True)
+
+
+def detailed_task(task: TaskView, questions: list[QuestionView] | None = None) -> dict[str, Any]:
+    """The ``DetailedTask``: the task plus its ``questions`` (when it is ``input_required``),
+    result or error."""
+    fields = task_fields(task)
+    if task.status == "input_required":
+        fields["inputRequests"] = {
+            question.key: {
+                "method": question.method,
+                **({"params": question.params} if question.params else {}),
+            }
+            for question in questions or []
+        }
+    elif task.status == "completed":
+        # The result exactly as the call itself would have answered (2026-07-28: every
+        # Result carries resultType).
+        fields["result"] = {**(task.result or {"content": []}), "resultType": "complete"}
+    elif task.status == "failed":
+        fields["error"] = task.error or error_object(INTERNAL_ERROR, "Failed")
+    return fields
+
+
+def related(task_id: str) -> dict[str, Any]:
+    """The ``_meta`` that ties a message to its task (2025-11-25)."""
+    return {META_RELATED_TASK: {"taskId": task_id}}

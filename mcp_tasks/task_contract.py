@@ -1,0 +1,43 @@
+"""What the protocol layer hands the task engine, and the errors it gets back.
+
+Both layers import this module; neither imports the other (the protocol reaches the engine
+through :class:`mcp_tasks.protocol.ports.TaskEngine`, wired up in :mod:`mcp_tasks.endpoint`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class TaskNotFound(Exception):  # noqa: N818 - reads like Django's DoesNotExist
+    """No such task for this principal (unknown, expired, or someone else's)."""
+
+
+class InvalidAnswer(ValueError):  # noqa: N818
+    """An answer that does not fit the question (the message says why)."""
+
+
+@dataclass(frozen=True)
+class NewTask:
+    """Everything recorded when a task is created."""
+
+    tool_name: str
+    arguments: dict[str, Any]
+    principal_scope: str
+    era: str
+    protocol_version: str
+    client_info: dict[str, Any]
+    client_capabilities: dict[str, Any]
+    log_level: str | None = None
+    progress_token: str | int | None = None
+    session_id: str | None = None
+    origin_request_id: str | int | None = None
+    access_token: dict[str, Any] | None = None
+    headers: dict[str, str] | None = None
+    prepared: Any = None
+    queue: str | None = None
+    ttl: float | None = None
+    poll_interval: float | None = None
+    timeout: int | None = None
+    retry_of: str | None = None

@@ -1,0 +1,81 @@
+"""The task engine as the wire handlers use it (:class:`mcp_tasks.protocol.ports.TaskEngine`).
+
+Async methods over :mod:`.service`: reads on PostgreSQL go from the event loop, the rest
+runs in Django's thread (:func:`mcp_tasks.db.db`). The protocol layer never imports this
+module; :mod:`mcp_tasks.endpoint` hands it an :class:`Engine`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..db import db
+from ..models import InputRequest, Task
+from ..task_contract import NewTask
+from . import service
+
+
+def _waiting_questions(task_id: str, principal_scope: str) -> list[InputRequest]:
+    task = service.find_task(task_id)  # by primary key; the owner is checked here
+    if task is None or task.principal_scope != principal_scope:
+        return []
+    return service.outstanding_requests(task)
+
+
+def _page(principal_scope: str, offset: int, limit: int) -> list[Task]:
+    return list(service.list_tasks(principal_scope)[offset : offset + limit])
+
+
+def _of_session(task_id: str, session_id: str) -> Task | None:
+    task = service.find_task(task_id)
+    return task if task is not None and task.session_id == session_id else None
+
+
+class Engine:
+    """Tasks, scoped to the principal that created them."""
+
+    async def create(self, new: NewTask) -> Task:
+        return await service.acreate_task(new)
+
+    async def get(self, task_id: str, principal_scope: str) -> Task:
+        return await service.aget_task(task_id, principal_scope)
+
+    def with_final_fields(self, task: Task, final: dict[str, Any]) -> Task:
+        return service.with_final_fields(task, final)
+
+    async def questions(self, task: Task) -> list[InputRequest]:
+        return await db(service.outstanding_requests)(task)
+
+    async def waiting_questions(self, task_id: str, principal_scope: str) -> list[InputRequest]:
+        return await db(_waiting_questions)(task_id, principal_scope)
+
+    async def answer(
+        self, task_id: str, key: str, response: Any, principal_scope: str, *, strict: bool
+    ) -> bool:
+        return await db(service.answer)(
+            task_id,
+            key,
+            response,
+            principal_scope=principal_scope,
+            answered_by="client",
+            not_found_raises=strict,
+        )
+
+    async def cancel(self, task_id: str, principal_scope: str) -> Task:
+        return await db(service.cancel)(task_id, principal_scope)
+
+    async def page(self, principal_scope: str, offset: int, limit: int) -> list[Task]:
+        return await db(_page)(principal_scope, offset, limit)
+
+    async def owned(self, task_ids: list[str], principal_scope: str) -> list[str]:
+        found = Task.objects.filter(pk__in=task_ids, principal_scope=principal_scope)
+        return [task.id async for task in found.only("id")]
+
+    async def of_session(self, task_id: str, session_id: str) -> Task | None:
+        return await db(_of_session)(task_id, session_id)
+
+    async def claim_relay(self, task_id: str, key: str) -> bool:
+        return await db(service.claim_relay)(task_id, key)
+
+    async def release_relay(self, task_id: str, key: str) -> None:
+        await db(service.release_relay)(task_id, key)
