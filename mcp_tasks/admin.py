@@ -26,7 +26,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
-from . import admin_actions, admin_forms
+from . import admin_actions, admin_forms, task_contract
 from .conf import get_config
 from .models import InputRequest, InputRequestStatus, Task, TaskLogEntry, TaskStatus
 from .tasks import service
@@ -341,7 +341,7 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
         for task_id, status in queryset.values_list("id", "status"):
             try:
                 task = service.cancel(task_id, None)
-            except service.TaskNotFound:
+            except task_contract.TaskNotFound:
                 continue
             if (
                 status in (TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED)
@@ -518,7 +518,7 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
                         answered_by=f"admin:{request.user.get_username()}",
                         user=request.user,
                     )
-                except service.InvalidAnswer as exc:
+                except task_contract.InvalidAnswer as exc:
                     form.add_error(None, str(exc))
                 else:
                     if accepted:

@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpR
 from django.urls import reverse
 from django.utils.html import format_html
 
+from . import task_contract
 from .models import InputRequest, InputRequestStatus, Task, TaskStatus
 from .tasks import crypto, service
 from .tasks.retry import NotRetryable, retry
@@ -45,7 +46,7 @@ def _retry_one(request: HttpRequest, task_id: str) -> Task | None:
     """Retry ``task_id``; tell the operator why not when it cannot be."""
     try:
         return retry(task_id)
-    except service.TaskNotFound:
+    except task_contract.TaskNotFound:
         messages.error(request, "No such task.")
     except NotRetryable as exc:
         messages.warning(request, f"Task {task_id[:8]}… was not retried: {exc}.")

@@ -19,8 +19,6 @@ class McpTasksConfig(AppConfig):
         setting_changed.connect(notifications.connect, dispatch_uid="mcp_tasks.notifications")
         setting_changed.connect(admin_watchers.forget, dispatch_uid="mcp_tasks.admin_watchers")
         if apps.is_installed("django_rq"):
-            from .protocol import tasks
             from .tasks.queue import forget_queues
 
             setting_changed.connect(forget_queues, dispatch_uid="mcp_tasks.tasks.queue")
-            tasks.install()

@@ -22,11 +22,12 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
     ``django_app``. With ``django.contrib.auth`` installed, the Django session user is
     available to tools (``ctx.user``). WebSockets at ``ADMIN_LIVE_PATH`` reach the live
     admin."""
+    from .endpoint import dispatcher
     from .transport import resource_metadata
     from .transport.consumer import McpConsumer
 
     mcp_path = (path or get_config()["PATH"]).rstrip("/") or "/"
-    consumer: ASGIApp = McpConsumer.as_asgi()
+    consumer: ASGIApp = McpConsumer.as_asgi(dispatcher=dispatcher())
     with_session: ASGIApp = consumer
     if apps.is_installed("django.contrib.auth") and apps.is_installed("django.contrib.sessions"):
         from channels.auth import AuthMiddlewareStack

@@ -48,3 +48,10 @@ async def drain(timeout: float = 5.0) -> None:
     running = [task for task in _running if task.get_loop() is loop]
     if running:
         await asyncio.wait(running, timeout=timeout)
+
+
+def ignore_outcome(future: asyncio.Future[Any]) -> None:
+    """A done callback for a future nobody awaits: retrieve its exception so asyncio does
+    not log it (a cancelled channel-layer read can still end with the layer's timeout)."""
+    if not future.cancelled():
+        future.exception()

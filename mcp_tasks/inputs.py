@@ -14,6 +14,7 @@ import mcp_types as types
 
 from .elicitation import ElicitationResult, ElicitationSpec, elicitation_spec, raw_form_spec
 from .exceptions import ToolError
+from .jsonrpc import wire_dict
 
 
 @dataclass(frozen=True)
@@ -134,9 +135,7 @@ def _sampling_messages(
     if isinstance(messages, str):
         return [{"role": "user", "content": {"type": "text", "text": messages}}]
     return [
-        message.model_dump(by_alias=True, exclude_none=True, mode="json")
-        if isinstance(message, types.SamplingMessage)
-        else dict(message)
+        wire_dict(message) if isinstance(message, types.SamplingMessage) else dict(message)
         for message in messages
     ]
 
@@ -147,5 +146,5 @@ def _model_preferences(prefs: Any) -> dict[str, Any]:
     if isinstance(prefs, list):
         return {"hints": [{"name": name} for name in prefs]}
     if isinstance(prefs, types.ModelPreferences):
-        return prefs.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return wire_dict(prefs)
     return dict(prefs)

@@ -1,4 +1,4 @@
-"""JSON-RPC 2.0: the envelopes and error codes every layer writes (a leaf: imports nothing).
+"""JSON-RPC 2.0: the envelopes and error codes every layer writes (a leaf: it imports no other module of the package).
 
 Each message the server sends is built here, so the ``"jsonrpc": "2.0"`` member and the
 shape of an error object are written once.
@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 Message = dict[str, Any]
+
+
+def wire_dict(model: BaseModel) -> dict[str, Any]:
+    """A pydantic model (the ``mcp`` SDK's types) as JSON-ready data under its wire names."""
+    return model.model_dump(by_alias=True, exclude_none=True, mode="json")
+
 
 # JSON-RPC 2.0's own codes.
 PARSE_ERROR = -32700

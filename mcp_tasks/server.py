@@ -25,6 +25,7 @@ from django.core.exceptions import ImproperlyConfigured
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 
 from .context import Context
+from .jsonrpc import wire_dict
 from .permissions import OPEN, Access
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -101,12 +102,6 @@ def _description(fn: Callable[..., Any], description: str | None) -> str:
     return description if description is not None else inspect.cleandoc(fn.__doc__ or "")
 
 
-def _dump(model: Any) -> dict[str, Any]:
-    return typing.cast(
-        dict[str, Any], model.model_dump(by_alias=True, exclude_none=True, mode="json")
-    )
-
-
 @dataclass
 class ToolSpec:
     """A registered tool."""
@@ -146,9 +141,9 @@ class ToolSpec:
         if self.metadata.output_schema is not None:
             out["outputSchema"] = self.metadata.output_schema
         if self.annotations is not None:
-            out["annotations"] = _dump(self.annotations)
+            out["annotations"] = wire_dict(self.annotations)
         if self.icons:
-            out["icons"] = [_dump(icon) for icon in self.icons]
+            out["icons"] = [wire_dict(icon) for icon in self.icons]
         if self.meta:
             out["_meta"] = self.meta
         if task_support:
@@ -194,7 +189,7 @@ class PromptSpec:
         if self.title:
             out["title"] = self.title
         if self.icons:
-            out["icons"] = [_dump(icon) for icon in self.icons]
+            out["icons"] = [wire_dict(icon) for icon in self.icons]
         if self.meta:
             out["_meta"] = self.meta
         return out
@@ -243,9 +238,9 @@ class ResourceSpec:
         if self.mime_type:
             out["mimeType"] = self.mime_type
         if self.icons:
-            out["icons"] = [_dump(icon) for icon in self.icons]
+            out["icons"] = [wire_dict(icon) for icon in self.icons]
         if self.annotations is not None:
-            out["annotations"] = _dump(self.annotations)
+            out["annotations"] = wire_dict(self.annotations)
         if self.meta:
             out["_meta"] = self.meta
         return out

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from .context import Context
 from .exceptions import ClientCapabilityError, InputRequired, ProtocolError, ToolError
+from .jsonrpc import wire_dict
 from .server import ToolSpec
 
 logger = logging.getLogger("mcp_tasks.runner")
@@ -94,6 +95,6 @@ async def run_tool(tool: ToolSpec, validated: dict[str, Any], context: Context) 
     except Exception:
         logger.exception("tool %r raised", tool.name)
         return error_result(f"Error executing tool {tool.name}: an internal error occurred")
-    result = converted.model_dump(by_alias=True, exclude_none=True, mode="json")
+    result = wire_dict(converted)
     result.pop("resultType", None)  # era-specific: the modern dispatcher adds it back
     return result

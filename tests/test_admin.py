@@ -14,6 +14,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from mcp_tasks import task_contract
 from mcp_tasks.models import (
     InputRequest,
     InputRequestStatus,
@@ -474,7 +475,7 @@ def test_answer_the_service_rejects_is_shown_as_an_error(as_operator: Client) ->
     question = ask(make_task())
     with mock.patch(
         "mcp_tasks.admin.service.answer",
-        side_effect=service.InvalidAnswer("value: not allowed today"),
+        side_effect=task_contract.InvalidAnswer("value: not allowed today"),
     ):
         response = as_operator.post(
             answer_url(question), {"answer-value": "on", "_accept": "Accept"}

@@ -16,7 +16,7 @@ from django.contrib.auth.models import Permission, User
 from django.db import connections
 from django.test import Client, override_settings
 
-from mcp_tasks import admin_watchers, live
+from mcp_tasks import admin_watchers, live, task_contract
 from mcp_tasks.admin_live import REFUSED
 from mcp_tasks.asgi import admin_live_application, mcp_application
 from mcp_tasks.db import db
@@ -90,7 +90,7 @@ async def operator_socket() -> AsyncIterator[WebsocketCommunicator]:
 
 def new_task() -> Task:
     return service.create_task(
-        service.NewTask(
+        task_contract.NewTask(
             tool_name="long_report",
             arguments={},
             principal_scope="user:9",

@@ -14,6 +14,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
+from mcp_tasks import task_contract
 from mcp_tasks.models import InputRequestStatus, Task, TaskStatus
 from mcp_tasks.tasks import embedded, queue, service
 
@@ -61,7 +62,7 @@ def new_task(**fields: Any) -> Task:
         "origin_request_id": "call-1",
         "timeout": 120,
     }
-    return service.create_task(service.NewTask(**{**values, **fields}))
+    return service.create_task(task_contract.NewTask(**{**values, **fields}))
 
 
 def failed_task() -> Task:

@@ -114,6 +114,7 @@ def only_key(task: dict[str, Any]) -> str:
 # -- the task service and rows, from another process (as the admin reaches them) -----------
 
 _ROWS = """
+from mcp_tasks import task_contract
 from mcp_tasks.models import InputRequest, Task
 
 def task_row(task_id):
@@ -460,7 +461,7 @@ async def test_answers_that_do_not_fit_the_question_are_refused_and_nothing_is_s
         for response in invalid:
             try:
                 service.answer(task_id, key, response, principal_scope=None, answered_by="admin")
-            except service.InvalidAnswer as exc:
+            except task_contract.InvalidAnswer as exc:
                 refused.append(str(exc))
         result = {"refused": refused, "questions": question_rows(task_id), "task": task_row(task_id)}
         """),

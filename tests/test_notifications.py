@@ -15,7 +15,7 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
-from mcp_tasks import notifications, signals
+from mcp_tasks import notifications, signals, task_contract
 from mcp_tasks.models import InputRequest, InputRequestStatus, Task
 from mcp_tasks.tasks import embedded, service
 from mcp_tasks.tasks.worker import maintain
@@ -49,7 +49,7 @@ def user(name: str, *, email: str | None = None, can_answer: bool = True, **flag
 
 def new_task(tool: str = "build_report") -> Task:
     return service.create_task(
-        service.NewTask(
+        task_contract.NewTask(
             tool_name=tool,
             arguments={"quarter": "Q3"},
             principal_scope="user:7",

@@ -1,4 +1,4 @@
-"""The protocol layer without a server: ``handle_request`` with a fake sink, the modern
+"""The protocol layer without a server: a :class:`Dispatcher` with a fake sink, the modern
 envelope and header checks, ``requestState`` sealing, elicitation schemas, ``TaskConfig``
 and the registry."""
 
@@ -33,14 +33,15 @@ from mcp_tasks.auth import ANONYMOUS, principal_for
 from mcp_tasks.elicitation import elicitation_spec
 from mcp_tasks.exceptions import ProtocolError
 from mcp_tasks.protocol import (
+    Dispatcher,
     RequestInfo,
-    handle_request,
     kind_of,
     modern_request_info,
     parse_body,
     request_state,
 )
 from mcp_tasks.protocol.envelope import check_modern_envelope, check_param_headers
+from mcp_tasks.tasks.engine import Engine
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -85,6 +86,9 @@ class FakeSink:
 class FakeSession:
     def __init__(self, session_id: str = "s1") -> None:
         self.id = session_id
+        self.protocol_version = LEGACY
+        self.client_capabilities: dict[str, Any] = {}
+        self.client_info: dict[str, Any] = {}
         self.log_level: str | None = None
         self.subscriptions: list[str] = []
 
@@ -153,7 +157,8 @@ def call(name: str, arguments: dict[str, Any] | None = None, **extra: Any) -> di
 async def run(
     server: MCPServer, message: dict[str, Any], info: RequestInfo, sink: FakeSink | None = None
 ) -> dict[str, Any]:
-    return await handle_request(server, message, info, sink or FakeSink())
+    """One request through the site's method tables (the task engine included)."""
+    return await Dispatcher(server, Engine()).handle(message, info, sink or FakeSink())
 
 
 def result_of(response: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from channels.layers import get_channel_layer
 from django.db import connections
 from django.test import override_settings
 
-from mcp_tasks import groups
+from mcp_tasks import groups, task_contract
 from mcp_tasks.tasks import service
 from mcp_tasks.tasks.job import run_task
 
@@ -70,7 +70,7 @@ def test_the_last_change_of_a_job_run_alone_reaches_its_watchers(redis_url: str)
     }
     with override_settings(CHANNEL_LAYERS={"default": layer}):
         task = service.create_task(
-            service.NewTask(
+            task_contract.NewTask(
                 tool_name="slow_compute",
                 arguments={"seconds": 0},
                 principal_scope="anonymous",

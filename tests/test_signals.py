@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.dispatch import Signal
 
-from mcp_tasks import signals
+from mcp_tasks import signals, task_contract
 from mcp_tasks.models import Task, TaskStatus
 from mcp_tasks.tasks import embedded, service
 
@@ -77,7 +77,7 @@ def received() -> Iterator[Recorder]:
 
 def new_task() -> Task:
     return service.create_task(
-        service.NewTask(
+        task_contract.NewTask(
             tool_name="trivial_task",
             arguments={"n": 1},
             principal_scope="anonymous",
@@ -223,7 +223,7 @@ def test_an_invalid_answer_sends_nothing(received: Recorder) -> None:
     task = new_task()
     ask(task, "ok")
     count = len(received.events)
-    with pytest.raises(service.InvalidAnswer):
+    with pytest.raises(task_contract.InvalidAnswer):
         service.answer(task.id, "ok", {"action": "bogus"}, principal_scope=None, answered_by="x")
     assert len(received.events) == count
 

@@ -12,6 +12,7 @@ from django.db import IntegrityError, connection, connections, transaction
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
+from mcp_tasks import task_contract
 from mcp_tasks.db import db
 from mcp_tasks.models import Task, TaskSnapshot, TaskStatus
 from mcp_tasks.tasks import rows, service
@@ -327,7 +328,7 @@ def test_a_broken_connection_is_replaced_and_the_statement_sent_again() -> None:
     assert claimed is not None and claimed.worker_name == "worker-1"
 
 
-def _new(**overrides: Any) -> service.NewTask:
+def _new(**overrides: Any) -> task_contract.NewTask:
     fields: dict[str, Any] = {
         "tool_name": "trivial_task",
         "arguments": {"n": 1, "nested": {"x": [True, None]}},
@@ -341,7 +342,7 @@ def _new(**overrides: Any) -> service.NewTask:
         "prepared": {"k": "v"},
         "access_token": {"token": "t", "client_id": "c", "scopes": [], "claims": {}},
     }
-    return service.NewTask(**(fields | overrides))
+    return task_contract.NewTask(**(fields | overrides))
 
 
 def _in_loop(scenario: Any) -> Any:
@@ -386,7 +387,7 @@ def test_a_task_read_from_the_event_loop_is_its_owners_only() -> None:
         found = await service.aget_task("task-1", "client:alice")
         missing = []
         for task_id, scope in (("task-1", "client:bob"), ("nope", "client:alice"), (7, "x")):
-            with pytest.raises(service.TaskNotFound):
+            with pytest.raises(task_contract.TaskNotFound):
                 await service.aget_task(task_id, scope)
             missing.append(task_id)
         return [found, missing]

@@ -14,6 +14,7 @@ from django.test import override_settings
 from django.utils import timezone
 from rq.job import Job, JobStatus
 
+from mcp_tasks import task_contract
 from mcp_tasks.models import (
     InputRequest,
     InputRequestStatus,
@@ -59,7 +60,7 @@ def new_task(**overrides: Any) -> Task:
         "headers": {"x-request-id": "rid-1"},
     }
     fields.update(overrides)
-    return service.create_task(service.NewTask(**fields))
+    return service.create_task(task_contract.NewTask(**fields))
 
 
 def queued_job_ids() -> list[str]:
@@ -159,20 +160,20 @@ def test_get_task_finds_the_callers_task() -> None:
 
 def test_get_task_of_another_principal_is_not_found() -> None:
     task = new_task()
-    with pytest.raises(service.TaskNotFound):
+    with pytest.raises(task_contract.TaskNotFound):
         service.get_task(task.id, "client:client-bob:bob")
 
 
 def test_get_task_of_an_expired_task_is_not_found() -> None:
     task = new_task(ttl=60)
     Task.objects.filter(pk=task.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    with pytest.raises(service.TaskNotFound):
+    with pytest.raises(task_contract.TaskNotFound):
         service.get_task(task.id, "client:client-alice:alice")
 
 
 @pytest.mark.parametrize("task_id", [None, 42, "", "x" * 65, ["list"]])
 def test_get_task_rejects_malformed_ids_as_not_found(task_id: Any) -> None:
-    with pytest.raises(service.TaskNotFound):
+    with pytest.raises(task_contract.TaskNotFound):
         service.get_task(task_id, "anonymous")
 
 
@@ -213,7 +214,7 @@ def test_a_completed_task_reads_as_the_fields_its_change_carries_say(
 ) -> None:
     """A waiting ``tasks/get`` answers from the change that ended the task: what it then
     answers is what a read of the row would have answered."""
-    from mcp_tasks.protocol.tasks import detailed_task
+    from mcp_tasks.protocol.task_shapes import detailed_task
 
     published: list[dict[str, Any] | None] = []
     monkeypatch.setattr(
@@ -298,7 +299,7 @@ def test_cancel_of_a_queued_task_cancels_its_job(
 
 def test_cancel_by_another_principal_is_not_found() -> None:
     task = new_task()
-    with pytest.raises(service.TaskNotFound):
+    with pytest.raises(task_contract.TaskNotFound):
         service.cancel(task.id, "anonymous")
     assert Task.objects.get(pk=task.pk).status == TaskStatus.WORKING
 
@@ -497,7 +498,7 @@ def test_question_keys_are_never_reused_within_a_task() -> None:
 def test_answer_is_validated_against_the_requested_schema() -> None:
     task = new_task()
     asked(task)
-    with pytest.raises(service.InvalidAnswer):
+    with pytest.raises(task_contract.InvalidAnswer):
         service.answer(
             task.id,
             "ok",
@@ -551,7 +552,7 @@ def test_answer_by_another_principal_is_refused() -> None:
         is False
     )
     for task_id in (task.id, "no-such-task"):
-        with pytest.raises(service.TaskNotFound):
+        with pytest.raises(task_contract.TaskNotFound):
             service.answer(
                 task_id,
                 "ok",

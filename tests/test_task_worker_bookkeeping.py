@@ -22,6 +22,7 @@ from django.db import connections
 from redis import Redis
 from rq import Queue
 
+from mcp_tasks import task_contract
 from mcp_tasks.db import db
 from mcp_tasks.models import Task
 from mcp_tasks.tasks import embedded, queue as task_queue, service
@@ -131,7 +132,7 @@ def test_task_jobs_that_succeed_are_forgotten_and_an_idle_worker_waits_long_agai
     monkeypatch.setattr(task_queue, "get_queue", lambda name: queue)
     tasks = [
         service.create_task(
-            service.NewTask(
+            task_contract.NewTask(
                 tool_name="slow_compute",  # the example project's: returns at once
                 arguments={"label": str(number)},
                 principal_scope="anonymous",

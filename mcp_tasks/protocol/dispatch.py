@@ -44,7 +44,6 @@ from .subscriptions import Subscription, subscribe
 logger = logging.getLogger("mcp_tasks.protocol")
 
 
-
 class _NotJsonError(ValueError):
     """A literal that JSON (RFC 8259) does not have, or a number out of a double's range."""
 
@@ -189,7 +188,9 @@ def legacy_request_info(
         client_capabilities=client_capabilities,
         client_info=session.client_info if session else {},
         log_level=session.log_level if session else None,
-        progress_token=token if isinstance(token, str | int) and not isinstance(token, bool) else None,
+        progress_token=token
+        if isinstance(token, str | int) and not isinstance(token, bool)
+        else None,
         headers=headers,
         session=session,
         lifespan_context=lifespan_context,

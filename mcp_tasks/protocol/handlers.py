@@ -30,14 +30,21 @@ from ..jsonrpc import (
     METHOD_NOT_FOUND,
     MISSING_CLIENT_CAPABILITY,
     RESOURCE_NOT_FOUND,
+    wire_dict,
 )
 from ..permissions import allowed, missing_scopes, visible
-from ..tool_call import describe_validation_error, error_result, invoke, run_tool, validate_arguments
 from ..server import MCPServer, PromptSpec, ResourceSpec, ToolSpec
+from ..tool_call import (
+    describe_validation_error,
+    error_result,
+    invoke,
+    run_tool,
+    validate_arguments,
+)
 from .constants import LEGACY_TASKS_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS, TASKS_EXTENSION
 from .envelope import check_param_headers
-from .request_backend import RequestBackend, gather_answers, input_required_result, make_context
 from .request import RequestInfo, Sink
+from .request_backend import RequestBackend, gather_answers, input_required_result, make_context
 from .stored import require_storable
 
 logger = logging.getLogger("mcp_tasks.protocol")
@@ -48,10 +55,6 @@ Handler = Callable[[MCPServer, RequestInfo, Sink, dict[str, Any]], Awaitable[dic
 TaskStarter = Callable[
     [ToolSpec, dict[str, Any], RequestInfo, Sink, dict[str, Any]], Awaitable[dict[str, Any]]
 ]
-
-
-def dump(model: BaseModel) -> dict[str, Any]:
-    return model.modeldump(by_alias=True, exclude_none=True, mode="json")
 
 
 def server_info() -> dict[str, Any]:
@@ -196,7 +199,9 @@ async def call_tool(
         return input_required_result(exc, backend, info, "tools/call", name, arguments)
 
 
-def _runs_as_task(tool: ToolSpec, info: RequestInfo, params: dict[str, Any], *, tasks: bool) -> bool:
+def _runs_as_task(
+    tool: ToolSpec, info: RequestInfo, params: dict[str, Any], *, tasks: bool
+) -> bool:
     """Whether this call becomes a task: the server decides, within what the client allows.
 
     Modern era: the client declared the tasks extension in this request. 2025-11-25
@@ -249,9 +254,9 @@ def _prompt_messages(value: Any) -> list[dict[str, Any]]:
         if isinstance(item, str):
             messages.append({"role": "user", "content": {"type": "text", "text": item}})
         elif isinstance(item, BaseModel):
-            messages.append(dump(item))
+            messages.append(wire_dict(item))
         elif isinstance(item, dict):
-            messages.append(dump(types.PromptMessage.model_validate(item)))
+            messages.append(wire_dict(types.PromptMessage.model_validate(item)))
         else:
             raise TypeError(
                 f"a prompt returned {type(item).__name__}; return str, PromptMessage or a list"
@@ -275,7 +280,7 @@ async def _render_prompt(
     try:
         value = await invoke(prompt.fn, prompt.is_async, kwargs)
         if isinstance(value, types.GetPromptResult):
-            return dump(value)
+            return wire_dict(value)
         result: dict[str, Any] = {"messages": _prompt_messages(value)}
     except (ProtocolError, InputRequired, asyncio.CancelledError):
         raise
@@ -325,12 +330,12 @@ async def list_resource_templates(
 
 def _resource_contents(resource: ResourceSpec, uri: str, value: Any) -> list[dict[str, Any]]:
     if isinstance(value, types.ReadResourceResult):
-        return [dump(item) for item in value.contents]
+        return [wire_dict(item) for item in value.contents]
     items = value if isinstance(value, list) else [value]
     contents = []
     for item in items:
         if isinstance(item, BaseModel):
-            contents.append(dump(item))
+            contents.append(wire_dict(item))
             continue
         entry: dict[str, Any] = {"uri": uri}
         if isinstance(item, bytes):

@@ -66,7 +66,9 @@ def method_tables(engine: TaskEngine | None) -> MethodTables:
         "resources/unsubscribe": handlers.unsubscribe_resource,
     }
     if tasks is not None and legacy_tasks is not None:
-        modern.update({"tasks/get": tasks.get, "tasks/update": tasks.update, "tasks/cancel": tasks.cancel})
+        modern.update(
+            {"tasks/get": tasks.get, "tasks/update": tasks.update, "tasks/cancel": tasks.cancel}
+        )
         legacy.update(
             {
                 "tasks/get": legacy_tasks.get,

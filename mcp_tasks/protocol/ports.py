@@ -7,6 +7,7 @@ with the attributes of :class:`TaskView` (the engine's rows), read, never writte
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -66,11 +67,11 @@ class TaskEngine(Protocol):
         """``task`` as the change that ended it left it (the fields a wake-up carried)."""
         ...
 
-    async def questions(self, task: TaskView) -> list[QuestionView]:
+    async def questions(self, task: TaskView) -> Sequence[QuestionView]:
         """The task's questions that wait for an answer."""
         ...
 
-    async def waiting_questions(self, task_id: str, principal_scope: str) -> list[QuestionView]:
+    async def waiting_questions(self, task_id: str, principal_scope: str) -> Sequence[QuestionView]:
         """The questions of the principal's task that wait ([] when it is not theirs)."""
         ...
 
@@ -84,7 +85,7 @@ class TaskEngine(Protocol):
 
     async def cancel(self, task_id: str, principal_scope: str) -> TaskView: ...
 
-    async def page(self, principal_scope: str, offset: int, limit: int) -> list[TaskView]:
+    async def page(self, principal_scope: str, offset: int, limit: int) -> Sequence[TaskView]:
         """The principal's tasks, newest first."""
         ...
 

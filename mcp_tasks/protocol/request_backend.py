@@ -17,9 +17,11 @@ from ..exceptions import InputRequired, ProtocolError
 from ..inputs import Question
 from ..jsonrpc import INVALID_PARAMS
 from . import request_state
+from .notices import log_params, progress_params
 from .request import RequestInfo, Sink
 
 logger = logging.getLogger("mcp_tasks.protocol")
+
 
 class RequestBackend:
     """A ``ContextBackend`` for a plain (non-task) call."""
@@ -41,12 +43,10 @@ class RequestBackend:
     ) -> None:
         if self.info.progress_token is None:
             return
-        params: dict[str, Any] = {"progressToken": self.info.progress_token, "progress": progress}
-        if total is not None:
-            params["total"] = total
-        if message is not None:
-            params["message"] = message
-        await self.sink.notify("notifications/progress", params)
+        await self.sink.notify(
+            "notifications/progress",
+            progress_params(self.info.progress_token, progress, total, message),
+        )
 
     async def log(self, level: str, data: Any, logger_name: str | None) -> None:
         # Modern era: log only when this request asked for it; legacy: the session's level,
@@ -55,10 +55,7 @@ class RequestBackend:
             return
         if not level_allows(level, self.info.log_level):
             return
-        params: dict[str, Any] = {"level": level, "data": data}
-        if logger_name:
-            params["logger"] = logger_name
-        await self.sink.notify("notifications/message", params)
+        await self.sink.notify("notifications/message", log_params(level, data, logger_name))
 
     async def ask(self, questions: list[Question]) -> list[dict[str, Any]]:
         if not self.info.modern:

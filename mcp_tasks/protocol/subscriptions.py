@@ -45,7 +45,9 @@ class Subscription:
         if method == "notifications/resources/updated":
             if params.get("uri") not in self.agreed.get("resourceSubscriptions", []):
                 return False
-        elif method not in {LIST_CHANGED_FILTERS[key] for key in self.agreed if key in LIST_CHANGED_FILTERS}:
+        elif method not in {
+            LIST_CHANGED_FILTERS[key] for key in self.agreed if key in LIST_CHANGED_FILTERS
+        }:
             return False
         params.setdefault("_meta", {})[META_SUBSCRIPTION_ID] = self.id
         return True
@@ -56,9 +58,7 @@ class Subscription:
         return notification("notifications/tasks", detailed_task)
 
 
-async def subscribe(
-    message: Message, info: RequestInfo, tasks: TaskMethods | None
-) -> Subscription:
+async def subscribe(message: Message, info: RequestInfo, tasks: TaskMethods | None) -> Subscription:
     """Read a ``subscriptions/listen`` request (``-32602`` when its filter is not an
     object; ``taskIds`` need the tasks extension and keep only the caller's tasks)."""
     wanted = (message.get("params") or {}).get("notifications") or {}
@@ -68,7 +68,9 @@ async def subscribe(
     uris = wanted.get("resourceSubscriptions")
     if isinstance(uris, list) and all(isinstance(uri, str) for uri in uris):
         agreed["resourceSubscriptions"] = uris
-    subscription = Subscription(id=message["id"], principal_scope=info.principal.scope, agreed=agreed)
+    subscription = Subscription(
+        id=message["id"], principal_scope=info.principal.scope, agreed=agreed
+    )
     task_ids = wanted.get("taskIds")
     if task_ids is not None:
         require_tasks_capability(info)

@@ -108,9 +108,7 @@ def _time_to_live(tool: ToolSpec, info: RequestInfo, params: dict[str, Any]) -> 
     return ttl
 
 
-def _new_task(
-    tool: ToolSpec, info: RequestInfo, params: dict[str, Any], prepared: Any
-) -> NewTask:
+def _new_task(tool: ToolSpec, info: RequestInfo, params: dict[str, Any], prepared: Any) -> NewTask:
     token = info.principal.access_token
     return NewTask(
         tool_name=tool.name,

@@ -3,6 +3,7 @@ rule for a ``taskId`` parameter."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -67,7 +68,7 @@ def legacy_task(task: TaskView) -> dict[str, Any]:
     return task_fields(task, legacy=True)
 
 
-def detailed_task(task: TaskView, questions: list[QuestionView] | None = None) -> dict[str, Any]:
+def detailed_task(task: TaskView, questions: Sequence[QuestionView] = ()) -> dict[str, Any]:
     """The ``DetailedTask``: the task plus its ``questions`` (when it is ``input_required``),
     result or error."""
     fields = task_fields(task)
@@ -77,7 +78,7 @@ def detailed_task(task: TaskView, questions: list[QuestionView] | None = None) -
                 "method": question.method,
                 **({"params": question.params} if question.params else {}),
             }
-            for question in questions or []
+            for question in questions
         }
     elif task.status == "completed":
         # The result exactly as the call itself would have answered (2026-07-28: every

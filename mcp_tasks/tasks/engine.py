@@ -15,6 +15,12 @@ from ..task_contract import NewTask
 from . import service
 
 
+def _row(task: object) -> Task:
+    """A task the protocol layer hands back: one of this engine's rows."""
+    assert isinstance(task, Task)
+    return task
+
+
 def _waiting_questions(task_id: str, principal_scope: str) -> list[InputRequest]:
     task = service.find_task(task_id)  # by primary key; the owner is checked here
     if task is None or task.principal_scope != principal_scope:
@@ -40,11 +46,11 @@ class Engine:
     async def get(self, task_id: str, principal_scope: str) -> Task:
         return await service.aget_task(task_id, principal_scope)
 
-    def with_final_fields(self, task: Task, final: dict[str, Any]) -> Task:
-        return service.with_final_fields(task, final)
+    def with_final_fields(self, task: object, final: dict[str, Any]) -> Task:
+        return service.with_final_fields(_row(task), final)
 
-    async def questions(self, task: Task) -> list[InputRequest]:
-        return await db(service.outstanding_requests)(task)
+    async def questions(self, task: object) -> list[InputRequest]:
+        return await db(service.outstanding_requests)(_row(task))
 
     async def waiting_questions(self, task_id: str, principal_scope: str) -> list[InputRequest]:
         return await db(_waiting_questions)(task_id, principal_scope)

@@ -18,21 +18,19 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from .. import background, groups
+from .. import background, groups, sessions
 from ..auth import AccessToken
 from ..conf import get_config
 from ..context import Context, level_allows
 from ..db import db
 from ..exceptions import ProtocolError, ToolError
 from ..inputs import Question
-from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
+from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, notification
 from ..lifespan import lifespan_context
-from ..models import LegacySession, Task, TaskSnapshot
+from ..models import Task, TaskSnapshot
 from ..permissions import allowed_now
-from ..protocol.constants import META_RELATED_TASK
-from ..tool_call import error_result, run_tool, validate_arguments
 from ..server import MCPServer, mcp
-from ..sessions import StoredSession
+from ..tool_call import error_result, run_tool, validate_arguments
 from . import crypto, notify, service
 from .runtime import JobSlot, Runtime, TaskWatch, runtime_for_loop
 
@@ -99,14 +97,12 @@ class TaskBackend:
         token = self.snapshot.progress_token
         if self.snapshot.era == "legacy" and token is not None:
             # 2025-11-25: the creating request's progress token stays valid for the task's life.
-            params: dict[str, Any] = {"progressToken": token, "progress": progress}
-            if total is not None:
-                params["total"] = total
-            if message is not None:
-                params["message"] = message
-            params["_meta"] = {META_RELATED_TASK: {"taskId": self.task.id}}
-            await _send(
-                groups.session_group(self.task.session_id), "notifications/progress", params
+            await self._send_event(
+                kind="progress",
+                progress_token=token,
+                progress=progress,
+                total=total,
+                message=message,
             )
 
     async def log(self, level: str, data: Any, logger_name: str | None) -> None:
@@ -114,18 +110,20 @@ class TaskBackend:
         await db(service.add_log)(self.task.id, level, logger_name, data)
         if self.snapshot.era != "legacy":
             return  # the modern tasks extension has no log notifications for tasks
-        threshold = (
-            await LegacySession.objects.filter(pk=self.task.session_id)
-            .values_list("log_level", flat=True)
-            .afirst()
-        )
+        threshold = await sessions.log_level_of(self.task.session_id)
         if threshold is None or not level_allows(level, threshold or None):
             return
-        params: dict[str, Any] = {"level": level, "data": data}
-        if logger_name:
-            params["logger"] = logger_name
-        params["_meta"] = {META_RELATED_TASK: {"taskId": self.task.id}}
-        await _send(groups.session_group(self.task.session_id), "notifications/message", params)
+        await self._send_event(kind="log", level=level, data=data, logger=logger_name)
+
+    async def _send_event(self, **event: Any) -> None:
+        """To the creating session's GET stream, which words it
+        (:func:`mcp_tasks.protocol.notices.task_event_notification`)."""
+        layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
+        if layer is not None:
+            await layer.group_send(
+                groups.session_group(self.task.session_id),
+                {"type": "mcp.task_event", "event": {**event, "task_id": self.task.id}},
+            )
 
     async def ask(self, questions: list[Question]) -> list[dict[str, Any]]:
         """Record the questions (or find them when replaying), announce them, and wait a
@@ -215,7 +213,10 @@ class TaskBackend:
         return answers
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
-        await _send(groups.BROADCAST, method, params)
+        layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
+        if layer is not None:
+            message = notification(method, params)
+            await layer.group_send(groups.BROADCAST, {"type": "mcp.notify", "message": message})
 
     async def close_stream(self) -> None:
         return None  # a task has no response stream
@@ -224,31 +225,6 @@ class TaskBackend:
 def _all_answered(keys: list[str | None], answers: list[Any]) -> bool:
     """Every question that was recorded (has a key) has its answer."""
     return all(answer is not None for key, answer in zip(keys, answers, strict=True) if key)
-
-
-async def _send(group: str, method: str, params: dict[str, Any]) -> None:
-    layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
-    if layer is not None:
-        message = {"jsonrpc": "2.0", "method": method, "params": params}
-        await layer.group_send(group, {"type": "mcp.notify", "message": message})
-
-
-def _access_token(data: Any) -> AccessToken | None:
-    if not isinstance(data, dict):
-        return None
-    return AccessToken(
-        token=data.get("token", ""),
-        client_id=data.get("client_id", ""),
-        scopes=list(data.get("scopes") or []),
-        expires_at=data.get("expires_at"),
-        claims=dict(data.get("claims") or {}),
-    )
-
-
-async def _session(task: Task) -> StoredSession | None:
-    """The creating legacy session, while it still exists."""
-    row = await LegacySession.objects.filter(pk=task.session_id).afirst()
-    return StoredSession(row) if row is not None else None
 
 
 def _begin(task_id: str, worker_name: str, run: int | None) -> tuple[Task | None, Any]:
@@ -322,7 +298,7 @@ async def execute(
         except ValueError as exc:
             await _complete(runtime, task, error_result(str(exc)))
             return
-        access_token = _access_token(secrets.get("access_token"))
+        access_token = AccessToken.from_record(secrets.get("access_token"))
         if not tool.access.is_open and not await db(allowed_now)(tool.access, access_token, user):
             # Checked afresh before every job (start and each resume): a revoked permission
             # or a deactivated user stops the task here.
@@ -346,7 +322,7 @@ async def execute(
             message = f"The task timed out after {timeout:g} s"
             await fail(task.id, {"code": INTERNAL_ERROR, "message": message}, message)
             watch.end()  # the tool gets CancelledError; the job does not wait for it
-            tool_run.add_done_callback(_consume_exception)
+            tool_run.add_done_callback(background.ignore_outcome)
             return
         try:
             result = tool_run.result()
@@ -385,7 +361,7 @@ async def _context(
         backend=backend,
         task_id=task.id,
         session_id=task.session_id,
-        session=await _session(task) if snapshot.era == "legacy" else None,
+        session=await sessions.session_by_id(task.session_id) if snapshot.era == "legacy" else None,
         origin_request_id=task.origin_request_id,
         protocol_version=snapshot.protocol_version,
         client_capabilities=snapshot.client_capabilities,
@@ -397,8 +373,3 @@ async def _context(
         headers=secrets.get("headers") or {},
         prepared=(snapshot.prior_answers or {}).get("prepared"),
     )
-
-
-def _consume_exception(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()

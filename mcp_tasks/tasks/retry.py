@@ -3,6 +3,7 @@ client context, linked to the failed one (``Task.retry_of``)."""
 
 from __future__ import annotations
 
+from .. import task_contract
 from ..models import Task, TaskStatus
 from . import service
 
@@ -12,18 +13,18 @@ class NotRetryable(ValueError):  # noqa: N818
 
 
 def retry(task_id: str) -> Task:
-    """Create and queue the new task; raises :class:`~.service.TaskNotFound` or
+    """Create and queue the new task; raises :class:`~mcp_tasks.task_contract.TaskNotFound` or
     :class:`NotRetryable`. The creating request's access token and headers are carried
     over (still encrypted at rest); its progress token and request id are not."""
     task = Task.objects.select_related("snapshot").filter(pk=task_id).first()
     if task is None:
-        raise service.TaskNotFound(task_id)
+        raise task_contract.TaskNotFound(task_id)
     if task.status != TaskStatus.FAILED:
         raise NotRetryable(f"the task is {task.get_status_display().lower()}, not failed")
     snapshot = task.snapshot
     secrets = service.snapshot_secrets(task)
     return service.create_task(
-        service.NewTask(
+        task_contract.NewTask(
             tool_name=task.tool_name,
             arguments=task.arguments,
             principal_scope=task.principal_scope,

@@ -13,7 +13,6 @@ import functools
 import json
 import logging
 import secrets
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -647,7 +646,9 @@ def ask_all(
                 continue
             if key is None or key in used_keys:
                 # Keys are unique for the task's whole life, so a repeated key gets a suffix.
-                key = f"{key or KEY_PREFIXES.get(method, 'input')}-{sequence}-{secrets.token_hex(4)}"
+                key = (
+                    f"{key or KEY_PREFIXES.get(method, 'input')}-{sequence}-{secrets.token_hex(4)}"
+                )
             used_keys.add(key[:100])
             request = InputRequest(
                 task=task,

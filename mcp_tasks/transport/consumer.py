@@ -19,28 +19,38 @@ from typing import Any
 from channels.consumer import AsyncConsumer, get_handler_name
 from channels.layers import get_channel_layer
 
-from .. import groups, jsontext, streams
+from .. import background, groups, jsontext, streams
 from ..auth import Principal
 from ..conf import get_config
 from ..exceptions import ProtocolError, ToolError
-from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
+from ..jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    Message,
+    error_object,
+    error_response,
+    notification,
+    request,
+)
 from ..layers import keep_reading
 from ..lifespan import lifespan_context
-from ..models import LegacySession
-from ..protocol import RequestInfo, handle_request, kind_of, modern_request_info, parse_body
+from ..protocol import (
+    Dispatcher,
+    RequestInfo,
+    kind_of,
+    legacy_request_info,
+    modern_request_info,
+    parse_body,
+)
 from ..protocol.constants import (
     LEGACY_TASKS_VERSION,
     LEGACY_VERSIONS,
-    META_SUBSCRIPTION_ID,
     http_status_for,
     is_modern,
 )
-from ..protocol.dispatch import error_response
-from ..protocol.handlers import scope_challenge
-from ..protocol.legacy_tasks import legacy_task_status, relay_questions
-from ..protocol.tasks import owned_task_ids, require_tasks_capability, watched_task
-from ..server import MCPServer, mcp
-from ..sessions import StoredSession, create_session
+from ..protocol.notices import task_event_notification
+from ..protocol.subscriptions import Subscription
+from ..sessions import StoredSession, create_session, subscriptions_of
 from .admission import admission
 from .authentication import authenticate, insufficient_scope
 from .http import (
@@ -64,14 +74,6 @@ logger = logging.getLogger("mcp_tasks.transport")
 
 JSON = [(b"content-type", b"application/json")]
 
-#: ``subscriptions/listen`` filter keys → the notification each one selects.
-LIST_CHANGED_FILTERS = {
-    "toolsListChanged": "notifications/tools/list_changed",
-    "promptsListChanged": "notifications/prompts/list_changed",
-    "resourcesListChanged": "notifications/resources/list_changed",
-}
-
-
 #: Seconds a session's GET stream leaves a task's new questions to a ``tasks/result`` stream.
 GET_STREAM_RELAY_GRACE = 1.0
 
@@ -86,20 +88,11 @@ _stream_numbers = itertools.count(1)
 _PASS_THROUGH = (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit)
 
 
-def _consume_exception(task: asyncio.Future[Any]) -> None:
-    """A cancelled channel-layer read can still end with the layer's timeout: ignore it."""
-    if not task.cancelled():
-        task.exception()
-
-
 class McpConsumer(AsyncConsumer):
-    """Serves ``POST``/``GET``/``DELETE`` on the MCP endpoint for ``server``."""
+    """Serves ``POST``/``GET``/``DELETE`` on the MCP endpoint with ``dispatcher``."""
 
-    server: MCPServer = mcp
-
-    def __init__(self, server: MCPServer | None = None) -> None:
-        if server is not None:
-            self.server = server
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
         self.body = bytearray()
         self.request_id: Any = None  # the JSON-RPC id, once the body is known to be a request
         self.work: asyncio.Task[None] | None = None
@@ -109,8 +102,7 @@ class McpConsumer(AsyncConsumer):
         self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.notify_filter: Any = None  # set by streams that forward notifications
         self.session: StoredSession | None = None
-        # subscriptions/listen of tasks: (principal scope, subscription id, the task ids)
-        self.watch: tuple[str, Any, frozenset[str]] | None = None
+        self.subscription: Subscription | None = None  # a subscriptions/listen stream's
         self.resuming: str | None = None  # the stream a GET with Last-Event-ID resumes
         self.resumed_up_to = 0
         self.resume_lock = asyncio.Lock()
@@ -139,7 +131,7 @@ class McpConsumer(AsyncConsumer):
         finally:
             for task in [asgi_pump, *([self.layer_pump] if self.layer_pump else [])]:
                 task.cancel()
-                task.add_done_callback(_consume_exception)
+                task.add_done_callback(background.ignore_outcome)
             if self.work is not None and not self.work.done():
                 self.work.cancel()
             for relay in self.relayed.values():
@@ -236,30 +228,28 @@ class McpConsumer(AsyncConsumer):
         if self.notify_filter is not None and await self.notify_filter(notification):
             await self.stream.event(notification)
 
+    async def mcp_task_event(self, message: dict[str, Any]) -> None:
+        """Progress or a log message of a task the session created (legacy GET stream)."""
+        await self.stream.event(task_event_notification(message["event"]))
+
     async def mcp_task(self, message: dict[str, Any]) -> None:
         """A task changed: wake a waiting ``tasks/result`` and push the new state to a
         ``subscriptions/listen`` stream (``notifications/tasks``) or a 2025-11-25 session
         stream (``notifications/tasks/status``)."""
-        if self.watch is not None:
-            scope, subscription_id, task_ids = self.watch
-            if message["task_id"] not in task_ids:
-                return  # another task of a shard the stream joined
-            detailed = await watched_task(message["task_id"], scope)
-            if detailed is not None:
-                detailed["_meta"] = {META_SUBSCRIPTION_ID: subscription_id}
-                await self.stream.event(
-                    {"jsonrpc": "2.0", "method": "notifications/tasks", "params": detailed}
-                )
+        if self.subscription is not None:
+            pushed = await self.dispatcher.task_pushed(message["task_id"], self.subscription)
+            if pushed is not None:
+                await self.stream.event(pushed)
         elif (
             self.session_stream is not None
             and self.session_stream.protocol_version == LEGACY_TASKS_VERSION
         ):
-            status = await legacy_task_status(message["task_id"], self.session_stream)
+            status = await self.dispatcher.session_task_status(
+                message["task_id"], self.session_stream.id
+            )
             if status is not None:
-                await self.stream.event(
-                    {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": status}
-                )
-                if status["status"] == "input_required":
+                await self.stream.event(status)
+                if status["params"]["status"] == "input_required":
                     self.relayed.setdefault(
                         f"later:{message['task_id']}",
                         asyncio.ensure_future(self._relay_later(message["task_id"])),
@@ -272,7 +262,9 @@ class McpConsumer(AsyncConsumer):
         await asyncio.sleep(GET_STREAM_RELAY_GRACE)
         self.relayed.pop(f"later:{task_id}", None)
         assert self.session_stream is not None
-        await relay_questions(task_id, self.session_stream.principal_scope, self, self.relayed)
+        await self.dispatcher.relay_questions(
+            task_id, self.session_stream.principal_scope, self, self.relayed
+        )
 
     async def mcp_stream(self, message: dict[str, Any]) -> None:
         """An event of the stream this ``GET`` resumes."""
@@ -364,7 +356,7 @@ class McpConsumer(AsyncConsumer):
         the stream was detached). A stream that answers no request (a legacy GET) just ends.
         """
         logger.exception("MCP request failed (answered -32603 Internal error)")
-        error = error_response(self.request_id, ProtocolError(INTERNAL_ERROR, "Internal error"))
+        error = error_response(self.request_id, error_object(INTERNAL_ERROR, "Internal error"))
         final = None if self.request_id is None and self.stream.streaming else error
         try:
             await self.stream.finish(final, status=500)
@@ -425,8 +417,9 @@ class McpConsumer(AsyncConsumer):
             await self._legacy(message, kind, principal)
 
     async def _error(self, request_id: Any, exc: ProtocolError) -> None:
-        body = {"jsonrpc": "2.0", "id": request_id, "error": exc.to_dict()}
-        await self.stream.finish(body, status=http_status_for(exc.code))
+        await self.stream.finish(
+            error_response(request_id, exc.to_dict()), status=http_status_for(exc.code)
+        )
 
     async def _respond(self, response: dict[str, Any], modern: bool) -> None:
         error = response.get("error")
@@ -434,12 +427,12 @@ class McpConsumer(AsyncConsumer):
         await self.stream.finish(response, status=status)
 
     async def _run(self, message: dict[str, Any], info: RequestInfo) -> dict[str, Any]:
-        missing = await scope_challenge(self.server, message, info.principal)
+        missing = await self.dispatcher.scope_challenge(message, info.principal)
         if missing:
             raise insufficient_scope(self.scope, self.headers, missing)
         keepalive = asyncio.ensure_future(self._keepalive())
         try:
-            return await handle_request(self.server, message, info, self)
+            return await self.dispatcher.handle(message, info, self)
         finally:
             keepalive.cancel()
 
@@ -477,60 +470,22 @@ class McpConsumer(AsyncConsumer):
     async def _listen(self, message: dict[str, Any], info: RequestInfo) -> None:
         if not accepts(self.headers, "text/event-stream"):
             raise HttpError(406, "Not Acceptable: subscriptions/listen needs text/event-stream")
-        wanted = (message.get("params") or {}).get("notifications") or {}
-        if not isinstance(wanted, dict):
-            await self._error(
-                message["id"],
-                ProtocolError(INVALID_PARAMS, "params.notifications must be an object"),
-            )
+        try:
+            subscription = await self.dispatcher.subscribe(message, info)
+        except ProtocolError as exc:
+            await self._error(message["id"], exc)
             return
-        agreed: dict[str, Any] = {
-            key: True for key in LIST_CHANGED_FILTERS if wanted.get(key) is True
-        }
-        uris = wanted.get("resourceSubscriptions")
-        if isinstance(uris, list) and all(isinstance(uri, str) for uri in uris):
-            agreed["resourceSubscriptions"] = uris
-        subscription_id = message["id"]
-        task_ids = wanted.get("taskIds")
-        if task_ids is not None:
-            try:
-                require_tasks_capability(info)
-                owned = await owned_task_ids(
-                    task_ids if isinstance(task_ids, list) else [], info.principal.scope
-                )
-            except ProtocolError as exc:
-                await self._error(message["id"], exc)
-                return
-            agreed["taskIds"] = owned
-            self.watch = (info.principal.scope, subscription_id, frozenset(owned))
-            for task_id in owned:
-                await self._join(groups.task_shard_group(task_id))
-        methods = {LIST_CHANGED_FILTERS[key] for key in agreed if key in LIST_CHANGED_FILTERS}
+        self.subscription = subscription
+        for task_id in subscription.task_ids:
+            await self._join(groups.task_shard_group(task_id))
 
-        async def accept(notification: dict[str, Any]) -> bool:
-            method = notification.get("method")
-            params = notification.setdefault("params", {})
-            if method == "notifications/resources/updated":
-                if params.get("uri") not in agreed.get("resourceSubscriptions", []):
-                    return False
-            elif method not in methods:
-                return False
-            params.setdefault("_meta", {})[META_SUBSCRIPTION_ID] = subscription_id
-            return True
+        async def accept(notification: Message) -> bool:
+            return subscription.accepts(notification)
 
         self.notify_filter = accept
         self._release()  # a stream, not a request in progress
         await self._join(groups.BROADCAST)
-        await self.stream.event(
-            {
-                "jsonrpc": "2.0",
-                "method": "notifications/subscriptions/acknowledged",
-                "params": {
-                    "_meta": {META_SUBSCRIPTION_ID: subscription_id},
-                    "notifications": agreed,
-                },
-            }
-        )
+        await self.stream.event(subscription.acknowledgement())
         await self._keepalive()  # until the client closes the stream
 
     # -- legacy era -----------------------------------------------------------------------
@@ -545,32 +500,6 @@ class McpConsumer(AsyncConsumer):
         self.session = session
         self.stream.headers.append((b"mcp-session-id", session.id.encode()))
         return session
-
-    def _legacy_info(
-        self,
-        message: dict[str, Any],
-        principal: Principal,
-        session: StoredSession | None,
-        lifespan: Any,
-    ) -> RequestInfo:
-        params = message.get("params") or {}
-        meta = params.get("_meta")
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
-        return RequestInfo(
-            era="legacy",
-            protocol_version=session.protocol_version if session else LEGACY_VERSIONS[0],
-            principal=principal,
-            request_id=message.get("id"),
-            client_capabilities=session.client_capabilities if session else {},
-            client_info=session.client_info if session else {},
-            log_level=session.log_level if session else None,
-            progress_token=token
-            if isinstance(token, str | int) and not isinstance(token, bool)
-            else None,
-            headers=self.headers,
-            session=session,
-            lifespan_context=lifespan,
-        )
 
     async def _legacy(self, message: dict[str, Any], kind: str, principal: Principal) -> None:
         if kind == "request" and message["method"] == "initialize":
@@ -600,7 +529,9 @@ class McpConsumer(AsyncConsumer):
         if session.protocol_version >= "2025-11-25" and self.channel_layer is not None:
             self.stream.resumable_id = f"{_STREAM_PREFIX}{next(_stream_numbers):x}"
             self.stream.spill = self._spill
-        info = self._legacy_info(message, principal, session, await lifespan_context())
+        info = legacy_request_info(
+            message, self.headers, principal, session, await lifespan_context()
+        )
         try:
             response = await self._run(message, info)
         except asyncio.CancelledError:
@@ -613,10 +544,8 @@ class McpConsumer(AsyncConsumer):
 
     async def _initialize(self, message: dict[str, Any], principal: Principal) -> None:
         params = message.get("params") or {}
-        info = self._legacy_info(message, principal, None, None)
-        capabilities = params.get("capabilities")
-        info.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
-        response = await handle_request(self.server, message, info, self)
+        info = legacy_request_info(message, self.headers, principal, None)
+        response = await self.dispatcher.handle(message, info, self)
         if "result" in response:
             session = await create_session(
                 principal,
@@ -638,12 +567,8 @@ class McpConsumer(AsyncConsumer):
 
         async def accept(notification: dict[str, Any]) -> bool:
             if notification.get("method") == "notifications/resources/updated":
-                row = (
-                    await LegacySession.objects.filter(pk=session.id)
-                    .values_list("subscriptions", flat=True)
-                    .afirst()
-                )
-                return (notification.get("params") or {}).get("uri") in (row or [])
+                uri = (notification.get("params") or {}).get("uri")
+                return uri in await subscriptions_of(session.id)
             return True
 
         self.notify_filter = accept
@@ -675,7 +600,7 @@ class McpConsumer(AsyncConsumer):
     # -- Sink: how the protocol layer talks back ------------------------------------------
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
-        await self.stream.event({"jsonrpc": "2.0", "method": method, "params": params})
+        await self.stream.event(notification(method, params))
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if self.channel_layer is None:
@@ -688,9 +613,7 @@ class McpConsumer(AsyncConsumer):
         group = groups.reply_group(key)
         await self._join(group)
         try:
-            await self.stream.event(
-                {"jsonrpc": "2.0", "id": key, "method": method, "params": params}
-            )
+            await self.stream.event(request(key, method, params))
             reply = await asyncio.wait_for(future, get_config()["CLIENT_REQUEST_TIMEOUT"])
         except TimeoutError:
             raise ToolError(f"the client did not answer {method} in time") from None
@@ -744,6 +667,6 @@ class McpConsumer(AsyncConsumer):
                 groups.BROADCAST,
                 {
                     "type": "mcp.notify",
-                    "message": {"jsonrpc": "2.0", "method": method, "params": params},
+                    "message": notification(method, params),
                 },
             )

@@ -27,7 +27,9 @@ class HttpError(Exception):
     def payload(self) -> bytes:
         if self.body is not None:
             return json.dumps(self.body).encode()
-        return json.dumps(error_response(None, error_object(INVALID_REQUEST, self.message))).encode()
+        return json.dumps(
+            error_response(None, error_object(INVALID_REQUEST, self.message))
+        ).encode()
 
 
 def header_map(scope: dict[str, Any]) -> dict[str, str | list[str]]:
