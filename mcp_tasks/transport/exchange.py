@@ -1,0 +1,65 @@
+"""One HTTP request on the MCP endpoint, as the router and the endpoints share it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..exceptions import ProtocolError
+from ..jsonrpc import Message, error_response
+from ..protocol import Dispatcher, RequestInfo
+from ..protocol.constants import http_status_for
+from .authentication import insufficient_scope
+from .membership import Membership
+from .request_sink import RequestSink
+from .stream import ResponseStream
+
+#: Picks the broadcast notifications a stream forwards (and may tag them).
+NotifyFilter = Callable[[Message], Awaitable[bool]]
+
+
+@dataclass
+class Exchange:
+    """The request's ASGI scope and headers, its response stream and :class:`RequestSink`,
+    and how its end is signalled."""
+
+    scope: dict[str, Any]
+    dispatcher: Dispatcher
+    stream: ResponseStream
+    membership: Membership
+    sink: RequestSink
+    headers: dict[str, str | list[str]] = field(default_factory=dict)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Closing the connection cancels the request (modern era, and streams that answer
+    #: nothing); a legacy call goes on and keeps its later events for a resume.
+    cancel_on_disconnect: bool = False
+    #: Set by streams that forward broadcast notifications.
+    notify_filter: NotifyFilter | None = None
+    #: Cancels the request's work (a legacy call's ``notifications/cancelled``).
+    cancel_work: Callable[[], None] = lambda: None
+
+    async def error(self, request_id: Any, exc: ProtocolError) -> None:
+        """Answer with a JSON-RPC error (the HTTP status its code maps to)."""
+        await self.stream.finish(
+            error_response(request_id, exc.to_dict()), status=http_status_for(exc.code)
+        )
+
+    async def respond(self, response: Message, modern: bool) -> None:
+        """Send the response; a modern error also sets the HTTP status of its code."""
+        error = response.get("error")
+        status = http_status_for(error["code"]) if error and modern else 200
+        await self.stream.finish(response, status=status)
+
+    async def run(self, message: Message, info: RequestInfo) -> Message:
+        """Run one request through the dispatcher, pinging the stream while it runs; a
+        token without the scopes the target needs gets HTTP 403 first."""
+        missing = await self.dispatcher.scope_challenge(message, info.principal)
+        if missing:
+            raise insufficient_scope(self.scope, self.headers, missing)
+        keepalive = asyncio.ensure_future(self.sink.keepalive())
+        try:
+            return await self.dispatcher.handle(message, info, self.sink)
+        finally:
+            keepalive.cancel()
