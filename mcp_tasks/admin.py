@@ -27,13 +27,13 @@ from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
 from . import admin_actions, admin_forms, task_contract
+from .admin_forms import ELICIT, ROOTS, SAMPLE, answer_form, answer_url
 from .conf import get_config
 from .models import InputRequest, InputRequestStatus, Task, TaskLogEntry, TaskStatus
 from .tasks import service
 
 ANSWER_PERMISSION = "mcp_tasks.answer_inputrequest"
 CANCEL_PERMISSION = "mcp_tasks.change_task"
-ELICIT, SAMPLE, ROOTS = "elicitation/create", "sampling/createMessage", "roots/list"
 KINDS = {ELICIT: "Question", SAMPLE: "Model request (sampling)", ROOTS: "Roots request"}
 
 
@@ -75,10 +75,6 @@ def answerer(question: InputRequest) -> str:
     if question.answered_by == "client":
         return "the MCP client"
     return question.answered_by or "—"
-
-
-def answer_url(question: InputRequest) -> str:
-    return reverse("admin:mcp_tasks_inputrequest_answer", args=[question.pk])
 
 
 def task_url(task_id: str) -> str:
@@ -561,18 +557,6 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
             "errors": helpers.AdminErrorList(model_form, []) if form.is_bound else [],
             "media": self.media + form.media,
         }
-
-
-def answer_form(question: InputRequest, data: Any) -> forms.Form:
-    """The Answer page's form for this kind of question."""
-    params = question.params or {}
-    if question.method == SAMPLE:
-        return admin_forms.SamplingForm(data)
-    if question.method == ROOTS:
-        return admin_forms.RootsForm(data)
-    if params.get("mode") == "url":
-        return forms.Form(data)  # URL-mode elicitation: nothing to fill in
-    return admin_forms.elicitation_form(params.get("requestedSchema"))(data, prefix="answer")
 
 
 def answer_from(action: str, question: InputRequest, form: forms.Form) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from . import task_contract
+from .admin_forms import ELICIT, answer_form, answer_url
 from .models import InputRequest, InputRequestStatus, Task, TaskStatus
 from .tasks import crypto, service
 from .tasks.retry import NotRetryable, retry
@@ -100,8 +101,6 @@ def retry_tasks(request: HttpRequest, queryset: QuerySet[Task]) -> None:
 def quick_answer(request: HttpRequest, task_id: str) -> dict[str, Any] | None:
     """The task page's answer form: only when the task has exactly one open question and
     the operator may answer it."""
-    from .admin import ELICIT, answer_form, answer_url
-
     if not request.user.has_perm(ANSWER_PERMISSION):
         return None
     waiting = list(

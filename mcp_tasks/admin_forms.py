@@ -19,14 +19,20 @@ from urllib.parse import urlsplit
 from django import forms
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.html import escape
+
+from .models import InputRequest
 
 #: ``model`` of the sampling results written in the admin.
 ADMIN_MODEL_NAME = "human-via-admin"
 
 Choices = list[tuple[str, str]]
+
+#: The kinds of question the Answer page answers.
+ELICIT, SAMPLE, ROOTS = "elicitation/create", "sampling/createMessage", "roots/list"
 
 
 def _choice_key(value: Any) -> str:
@@ -311,3 +317,19 @@ class RootsForm(forms.Form):
     def result(self) -> dict[str, Any]:
         """The ``ListRootsResult`` (call after ``is_valid()``)."""
         return {"roots": self.cleaned_data["roots"]}
+
+
+def answer_url(question: InputRequest) -> str:
+    return reverse("admin:mcp_tasks_inputrequest_answer", args=[question.pk])
+
+
+def answer_form(question: InputRequest, data: Any) -> forms.Form:
+    """The Answer page's form for this kind of question."""
+    params = question.params or {}
+    if question.method == SAMPLE:
+        return SamplingForm(data)
+    if question.method == ROOTS:
+        return RootsForm(data)
+    if params.get("mode") == "url":
+        return forms.Form(data)  # URL-mode elicitation: nothing to fill in
+    return elicitation_form(params.get("requestedSchema"))(data, prefix="answer")

@@ -9,7 +9,7 @@ of the tasks the page says it shows (``{"watch": [task ids]}``). The page then f
 itself again through the admin's own views, which apply the user's permissions.
 
 While it is open the consumer keeps the page marked as open
-(:mod:`mcp_tasks.admin_watchers`: processes publish admin events only while some page is),
+(:mod:`mcp_tasks.tasks.admin_watchers`: processes publish admin events only while some page is),
 and once every process has seen the mark it sends ``{"event": "ready"}``: the page fetches
 itself once more, for what changed before that.
 """
@@ -23,10 +23,10 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import admin_watchers
 from .conf import get_config
 from .db import db
 from .groups import ADMIN, task_shard_group
+from .tasks import admin_watchers
 
 logger = logging.getLogger("mcp_tasks.admin")
 

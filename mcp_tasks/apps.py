@@ -13,12 +13,16 @@ class McpTasksConfig(AppConfig):
         from . import checks, conf  # noqa: F401  (importing checks registers them)
 
         setting_changed.connect(conf.reset_config, dispatch_uid="mcp_tasks.conf.reset_config")
-        from . import admin_watchers, notifications
+        from .tasks import admin_watchers, question_mail
 
-        notifications.connect()
-        setting_changed.connect(notifications.connect, dispatch_uid="mcp_tasks.notifications")
+        question_mail.connect()
+        setting_changed.connect(question_mail.connect, dispatch_uid="mcp_tasks.notifications")
         setting_changed.connect(admin_watchers.forget, dispatch_uid="mcp_tasks.admin_watchers")
         if apps.is_installed("django_rq"):
+            from .tasks.loop_redis import forget_clients_on_change
             from .tasks.queue import forget_queues
 
             setting_changed.connect(forget_queues, dispatch_uid="mcp_tasks.tasks.queue")
+            setting_changed.connect(
+                forget_clients_on_change, dispatch_uid="mcp_tasks.tasks.loop_redis"
+            )

@@ -23,6 +23,7 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
     available to tools (``ctx.user``). WebSockets at ``ADMIN_LIVE_PATH`` reach the live
     admin."""
     from .endpoint import dispatcher
+    from .tasks.embedded_worker import start_worker
     from .transport import resource_metadata
     from .transport.consumer import McpConsumer
 
@@ -37,9 +38,7 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
 
     async def http(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if get_config()["EMBEDDED_WORKER"]:
-            from .tasks import embedded
-
-            embedded.start_worker(_task_queues(), get_config()["EMBEDDED_WORKERS"])  # once
+            start_worker(_task_queues(), get_config()["EMBEDDED_WORKERS"])  # once
         if scope["path"].rstrip("/") == mcp_path or scope["path"] == mcp_path:
             # Only a request with a session cookie can have a session user: the others
             # skip the session and user lookups (a trip to the ORM thread each).

@@ -9,6 +9,7 @@ from typing import Any
 from django.utils.module_loading import import_string
 
 from .conf import get_config
+from .server import mcp
 
 _entered: dict[str, Any] = {}
 _stack = contextlib.AsyncExitStack()
@@ -24,8 +25,6 @@ async def lifespan_context() -> Any:
         return _entered[path]
     async with _lock:
         if path not in _entered:
-            from .server import mcp
-
             factory = import_string(path)
             _entered[path] = await _stack.enter_async_context(factory(mcp))
     return _entered[path]

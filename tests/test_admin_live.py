@@ -16,13 +16,13 @@ from django.contrib.auth.models import Permission, User
 from django.db import connections
 from django.test import Client, override_settings
 
-from mcp_tasks import admin_watchers, live, task_contract
+from mcp_tasks import task_contract
 from mcp_tasks.admin_live import REFUSED
 from mcp_tasks.asgi import admin_live_application, mcp_application
 from mcp_tasks.db import db
 from mcp_tasks.groups import task_shard_group
 from mcp_tasks.models import Task
-from mcp_tasks.tasks import embedded, service
+from mcp_tasks.tasks import admin_events, admin_watchers, embedded, service
 from tests.worker_fixtures import task_id_in_shard_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -327,14 +327,14 @@ def test_may_announce_is_false_only_when_no_page_is_surely_open(
 ) -> None:
     monkeypatch.setattr(admin_watchers, "CHECK_EVERY", 60.0)  # however slow this machine
     admin_watchers.forget()
-    assert live.may_announce()  # not read yet: a page may be open
+    assert admin_events.may_announce()  # not read yet: a page may be open
     assert not admin_watchers.pages_open()
-    assert not live.may_announce()  # read just now: none
+    assert not admin_events.may_announce()  # read just now: none
     admin_watchers.mark_open()
     try:
-        assert live.may_announce()
+        assert admin_events.may_announce()
         with override_settings(MCP_TASKS={"ADMIN_LIVE_PATH": None}):
-            assert not live.may_announce()
+            assert not admin_events.may_announce()
     finally:
         admin_watchers._connection().delete(admin_watchers._key())
         admin_watchers.forget()

@@ -246,7 +246,8 @@ def test_a_result_from_the_event_loop_goes_to_django_only_for_a_listener(
 ) -> None:
     """With no receiver of the status signals and no live admin page open, a completion sent
     from the worker's loop makes no hop to Django's thread; with a receiver, it is sent."""
-    from mcp_tasks import db as db_module, live, signals
+    from mcp_tasks import db as db_module, signals
+    from mcp_tasks.tasks import admin_events
 
     hops: list[Any] = []
     in_thread = db_module._in_thread
@@ -256,7 +257,7 @@ def test_a_result_from_the_event_loop_goes_to_django_only_for_a_listener(
         return await in_thread(loop, fn, args, kwargs)
 
     monkeypatch.setattr(db_module, "_in_thread", counted)
-    monkeypatch.setattr(live, "may_announce", lambda: False)  # no live admin page open
+    monkeypatch.setattr(admin_events, "may_announce", lambda: False)  # no live admin page open
     for task_id in ("quiet", "heard"):
         make_task(id=task_id, status=TaskStatus.WORKING)
     finished: list[tuple[str, str]] = []

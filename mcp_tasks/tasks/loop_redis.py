@@ -20,7 +20,7 @@ import redis
 import redis.asyncio
 
 from .coalesce import Coalesced, Outcome, awaited
-from .queue import enqueue, get_queue, stage_enqueue
+from .queue import QUEUE_SETTINGS, enqueue, get_queue, stage_enqueue
 
 #: The synchronous connection classes that have an ``redis.asyncio`` twin.
 _TWINS: dict[type[Any], type[Any]] = {
@@ -138,5 +138,11 @@ async def aenqueue(task: Any) -> None:
 
 
 def forget_clients() -> None:
-    """Forget the clients (``MCP_TASKS`` or ``RQ_QUEUES`` changed; tests)."""
+    """Forget the clients (tests)."""
     _senders.clear()
+
+
+def forget_clients_on_change(*, setting: str, **kwargs: Any) -> None:
+    """``setting_changed`` receiver: clients follow the queues (``QUEUE_SETTINGS``)."""
+    if setting in QUEUE_SETTINGS:
+        _senders.clear()

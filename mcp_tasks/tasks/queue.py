@@ -11,6 +11,9 @@ from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
+from ..conf import get_config
+from . import embedded
+
 if TYPE_CHECKING:
     from ..models import Task
 
@@ -20,6 +23,9 @@ JOB_FUNCTION = "mcp_tasks.tasks.job.run_task"
 
 
 _queues: dict[str, Queue] = {}
+
+#: The settings a queue (and a client that sends to it) is made from.
+QUEUE_SETTINGS = ("MCP_TASKS", "RQ_QUEUES")
 
 
 def get_queue(name: str) -> Queue:
@@ -31,11 +37,7 @@ def get_queue(name: str) -> Queue:
     """
     queue = _queues.get(name)
     if queue is None:
-        from ..conf import get_config
-
         if get_config()["EMBEDDED_WORKER"]:
-            from . import embedded
-
             queue = Queue(name, connection=embedded.connection())
         else:
             queue = django_rq.get_queue(name)
@@ -45,11 +47,8 @@ def get_queue(name: str) -> Queue:
 
 def forget_queues(*, setting: str, **kwargs: Any) -> None:
     """``setting_changed`` receiver: queues follow ``MCP_TASKS`` and ``RQ_QUEUES``."""
-    if setting in ("MCP_TASKS", "RQ_QUEUES"):
+    if setting in QUEUE_SETTINGS:
         _queues.clear()
-        from .loop_redis import forget_clients
-
-        forget_clients()
 
 
 def _job(task: Task, queue: Queue) -> Job:
@@ -98,8 +97,6 @@ def job_exists(task: Task) -> bool:
 def stop(job_id: str, queue_name: str | None = None, *, kill_running: bool = True) -> None:
     """Remove a queued job, or stop a running one (forking workers; others cancel
     cooperatively when they see the task's new status)."""
-    from ..conf import get_config
-
     queue = get_queue(queue_name or get_config()["TASK_QUEUE"])
     try:
         job = Job.fetch(job_id, connection=queue.connection)

@@ -21,7 +21,7 @@ from django.db.models import Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from .. import background, jsontext, live, signals
+from .. import background, jsontext, signals
 from ..conf import get_config
 from ..db import db
 from ..inputs import KEY_PREFIXES
@@ -37,7 +37,7 @@ from ..models import (
 )
 from ..server import mcp
 from ..task_contract import InvalidAnswer, NewTask, TaskNotFound
-from . import crypto, loop_redis, notify, queue, rows
+from . import admin_events, crypto, loop_redis, notify, queue, rows
 from .loop_database import LoopDatabase
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -74,7 +74,7 @@ def _status_changed(task_id: str, old: str, new: str) -> None:
     (nothing when it did not change)."""
     if old == new:
         return
-    live.announce_on_commit(task_id, "task_status_changed")
+    admin_events.announce_on_commit(task_id, "task_status_changed")
     signals.send_on_commit(
         signals.task_status_changed, task_id=task_id, old_status=str(old), new_status=str(new)
     )
@@ -112,7 +112,7 @@ def create_task(new: NewTask) -> Task:
     task, snapshot = _new_rows(new)
     rows.insert_task(task, snapshot)  # together, atomically
     signals.send_on_commit(signals.task_created, task_id=task.id, task=task)
-    live.announce_on_commit(task.id, "task_created")
+    admin_events.announce_on_commit(task.id, "task_created")
     try:
         queue.enqueue(task)
     except Exception as exc:
@@ -130,8 +130,8 @@ async def acreate_task(new: NewTask) -> Task:
         return await db(create_task)(new)
     task, snapshot = _new_rows(new)
     await rows.ainsert_task(database, task, snapshot)
-    if live.may_announce():
-        await db(live.announce)(task.id, "task_created")
+    if admin_events.may_announce():
+        await db(admin_events.announce)(task.id, "task_created")
     try:
         await loop_redis.aenqueue(task)
     except Exception as exc:
@@ -331,7 +331,7 @@ def add_log(task_id: str, level: str, logger_name: str | None, data: Any) -> Non
     TaskLogEntry.objects.create(
         task_id=task_id, level=level, logger_name=logger_name or "", data=data
     )
-    live.announce_on_commit(task_id, "task_logged")  # the task's open admin page shows it
+    admin_events.announce_on_commit(task_id, "task_logged")  # the task's open admin page shows it
 
 
 def _finish(
@@ -397,7 +397,7 @@ async def acomplete(database: LoopDatabase, task: Task, result: dict[str, Any]) 
     if (
         signals.listened(signals.task_status_changed)
         or signals.listened(signals.task_finished)
-        or live.may_announce()
+        or admin_events.may_announce()
     ):
         await db(_status_changed)(task.id, TaskStatus.WORKING, TaskStatus.COMPLETED)
     return True
@@ -663,7 +663,7 @@ def ask_all(
         if new:
             InputRequest.objects.bulk_create(new)
             _status_changed(task_id, task.status, TaskStatus.INPUT_REQUIRED)
-            live.announce_on_commit(task_id, "question_asked")
+            admin_events.announce_on_commit(task_id, "question_asked")
             if signals.listened(signals.question_asked):
                 for request in new:
                     signals.send_on_commit(
@@ -889,7 +889,7 @@ def answer(
         request.save(
             update_fields=["response", "status", "answered_by", "answered_by_user", "answered_at"]
         )
-        live.announce_on_commit(task_id, "question_answered")
+        admin_events.announce_on_commit(task_id, "question_answered")
         signals.send_on_commit(
             signals.question_answered,
             task_id=task_id,

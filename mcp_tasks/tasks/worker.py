@@ -41,8 +41,11 @@ from ..db import db
 from ..gc_freeze import freeze_startup_objects
 from ..jsonrpc import INTERNAL_ERROR
 from ..server import mcp
+from ..sessions import purge_idle_sessions
+from ..streams import purge_old_events
 from . import service
 from .job import execute
+from .question_mail import send_due
 from .queue import JOB_FUNCTION
 from .rq_bookkeeping import Bookkeeping, Started
 from .runtime import JobSlot, Runtime, Slots, runtime_for_loop
@@ -94,10 +97,6 @@ def maintain() -> dict[str, int]:
     """Housekeeping: fail tasks whose worker died, re-queue lost jobs, time out questions,
     delete expired tasks and idle sessions, mail the questions' digest. Safe to run from
     several processes."""
-    from ..notifications import send_due
-    from ..sessions import purge_idle_sessions
-    from ..streams import purge_old_events
-
     close_old_connections()
     return {
         "stalled_tasks": service.recover_stalled(),

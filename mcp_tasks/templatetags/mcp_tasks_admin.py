@@ -7,6 +7,7 @@ from typing import Any
 
 from django import template
 
+from ..admin import sees_tasks
 from ..models import InputRequest, InputRequestStatus
 
 register = template.Library()
@@ -14,8 +15,6 @@ register = template.Library()
 
 @register.inclusion_tag("admin/mcp_tasks/waiting_questions.html", takes_context=True)
 def mcp_waiting_questions(context: template.Context) -> dict[str, Any]:
-    from ..admin import sees_tasks
-
     request = context.get("request")
     user = getattr(request, "user", None)
     if request is None or not getattr(user, "is_staff", False) or not sees_tasks(request):

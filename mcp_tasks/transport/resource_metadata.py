@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from ..conf import get_config
+from ..server import mcp
 from .http import HttpError, check_host, first, header_map
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -62,8 +63,6 @@ def supported_scopes() -> list[str]:
     configured = get_config()["SCOPES_SUPPORTED"]
     if configured is not None:
         return list(configured)
-    from ..server import mcp
-
     found: dict[str, None] = {}
     for registry in (mcp.tools, mcp.prompts, mcp.resources, mcp.templates):
         for item in registry.values():

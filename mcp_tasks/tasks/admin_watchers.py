@@ -18,7 +18,8 @@ import threading
 import time
 from typing import Any
 
-from .conf import get_config
+from ..conf import get_config
+from .queue import get_queue
 
 logger = logging.getLogger("mcp_tasks.admin")
 
@@ -38,8 +39,6 @@ def _key() -> str:
 
 
 def _connection() -> Any:
-    from .tasks.queue import get_queue
-
     return get_queue(get_config()["TASK_QUEUE"]).connection
 
 

@@ -7,16 +7,15 @@ The service announces its events here itself (not through :mod:`mcp_tasks.signal
 receivers): a receiver counts as a listener, and a listener makes the worker's completion
 hop to Django's thread to send the signal, even while no page is open. Announced only while
 ``ADMIN_LIVE_PATH`` is set; published only while a live admin page is open somewhere
-(:mod:`mcp_tasks.admin_watchers`)."""
+(:mod:`mcp_tasks.tasks.admin_watchers`)."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
 
-from . import admin_watchers
-from .conf import DEFAULTS
-from .tasks import notify
+from ..conf import DEFAULTS
+from . import admin_watchers, notify
 
 _DEFAULT_PATH = DEFAULTS["ADMIN_LIVE_PATH"]
 

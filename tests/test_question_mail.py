@@ -1,4 +1,4 @@
-"""E-mail to operators about new questions (``mcp_tasks.notifications``), through Django's
+"""E-mail to operators about new questions (``mcp_tasks.tasks.question_mail``), through Django's
 ``locmem`` e-mail backend: recipients, content, the link, and the digest rule."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
-from mcp_tasks import notifications, signals, task_contract
+from mcp_tasks import signals, task_contract
 from mcp_tasks.models import InputRequest, InputRequestStatus, Task
-from mcp_tasks.tasks import embedded, service
+from mcp_tasks.tasks import embedded, question_mail, service
 from mcp_tasks.tasks.worker import maintain
 
 SITE = "https://ops.example.com"
@@ -30,7 +30,7 @@ def notifications_on(settings: Any) -> Iterator[None]:
     settings.MCP_TASKS = ON
     embedded.connection().flushall()
     yield
-    notifications.flush()
+    question_mail.flush()
     embedded.connection().flushall()
 
 
@@ -87,7 +87,7 @@ def test_a_question_is_mailed_at_once_with_task_question_starter_and_link() -> N
     user("olga")
     task = new_task()
     question = ask(task)
-    notifications.flush()
+    question_mail.flush()
     (sent,) = mail.outbox
     assert sent.to == ["olga@example.com"]
     assert sent.subject == "[Django] Task build_report asks: Include draft figures?"
@@ -103,8 +103,8 @@ def test_nothing_is_mailed_when_notifications_are_off(settings: Any) -> None:
     settings.MCP_TASKS = {"EMBEDDED_WORKER": True}
     user("olga")
     ask(new_task())
-    notifications.flush()
-    assert notifications.send_due() == 0
+    question_mail.flush()
+    assert question_mail.send_due() == 0
     assert mail.outbox == []
 
 
@@ -127,7 +127,7 @@ def test_mail_goes_to_active_staff_who_may_answer_and_have_an_address() -> None:
     user("nora", is_staff=False)  # cannot log in to the admin
     user("nomail", email="")
     ask(new_task())
-    assert notifications.send_due() == 1
+    assert question_mail.send_due() == 1
     assert sorted(sent.to[0] for sent in mail.outbox) == [
         "gus@example.com",
         "olga@example.com",
@@ -141,7 +141,7 @@ def test_a_configured_list_replaces_the_permission_holders(settings: Any) -> Non
     settings.MCP_TASKS = {**ON, "NOTIFY_RECIPIENTS": ["oncall@example.com", "lead@example.com"]}
     user("olga")
     ask(new_task())
-    notifications.send_due()
+    question_mail.send_due()
     assert sorted(sent.to[0] for sent in mail.outbox) == [
         "lead@example.com",
         "oncall@example.com",
@@ -152,7 +152,7 @@ def test_a_configured_list_replaces_the_permission_holders(settings: Any) -> Non
 def test_nobody_to_mail_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     ask(new_task())
     with caplog.at_level(logging.WARNING, logger="mcp_tasks.notifications"):
-        assert notifications.send_due() == 0
+        assert question_mail.send_due() == 0
     assert mail.outbox == []
     assert "nobody to e-mail them to" in caplog.text
 
@@ -164,13 +164,13 @@ def test_nobody_to_mail_is_logged(caplog: pytest.LogCaptureFixture) -> None:
 def test_questions_inside_the_window_go_out_together_once_it_has_passed() -> None:
     user("olga")
     ask(new_task(), "First?")
-    assert notifications.send_due() == 1
+    assert question_mail.send_due() == 1
     ask(new_task("sync_books"), "Second?")
     ask(new_task("send_invoices"), "Third?")
-    assert notifications.send_due() == 0  # inside the window: gathered
+    assert question_mail.send_due() == 0  # inside the window: gathered
     assert len(mail.outbox) == 1
     window_passes()
-    assert notifications.send_due() == 2
+    assert question_mail.send_due() == 2
     digest = mail.outbox[1]
     assert digest.subject == "[Django] 2 questions from tasks wait for an answer"
     assert "Question: Second?" in digest.body and "Question: Third?" in digest.body
@@ -183,9 +183,9 @@ def test_questions_inside_the_window_go_out_together_once_it_has_passed() -> Non
 def test_each_question_is_mailed_once() -> None:
     user("olga")
     ask(new_task())
-    assert notifications.send_due() == 1
+    assert question_mail.send_due() == 1
     window_passes()
-    assert notifications.send_due() == 0
+    assert question_mail.send_due() == 0
     assert len(mail.outbox) == 1
 
 
@@ -193,7 +193,7 @@ def test_each_question_is_mailed_once() -> None:
 def test_a_question_answered_before_the_digest_is_left_out() -> None:
     user("olga")
     ask(new_task(), "First?")
-    notifications.send_due()
+    question_mail.send_due()
     task = new_task()
     answered = ask(task, "Answered meanwhile?")
     ask(new_task(), "Still waiting?")
@@ -201,7 +201,7 @@ def test_a_question_answered_before_the_digest_is_left_out() -> None:
         task.id, answered.key, {"action": "decline"}, principal_scope=None, answered_by="client"
     )
     window_passes()
-    assert notifications.send_due() == 1
+    assert question_mail.send_due() == 1
     assert "Still waiting?" in mail.outbox[1].body
     assert "Answered meanwhile?" not in mail.outbox[1].body
 
@@ -210,9 +210,9 @@ def test_a_question_answered_before_the_digest_is_left_out() -> None:
 def test_the_housekeeping_sends_the_digest() -> None:
     user("olga")
     ask(new_task())
-    notifications.flush()  # mailed at once
+    question_mail.flush()  # mailed at once
     ask(new_task(), "Later?")
-    notifications.flush()  # inside the window: gathered
+    question_mail.flush()  # inside the window: gathered
     assert len(mail.outbox) == 1
     window_passes()
     assert maintain()["questions_mailed"] == 1
@@ -228,7 +228,7 @@ def test_a_round_of_questions_asked_at_once_makes_one_mail() -> None:
         for n in range(3)
     ]
     service.ask_all(task.id, 1, questions, "w")
-    notifications.flush()
+    question_mail.flush()
     (sent,) = mail.outbox
     assert sent.subject.endswith("3 questions from tasks wait for an answer")
 
@@ -240,7 +240,7 @@ def test_a_round_of_questions_asked_at_once_makes_one_mail() -> None:
 def test_the_link_lets_someone_with_the_permission_answer(client: Client) -> None:
     user("olga")
     question = ask(new_task())
-    notifications.send_due()
+    question_mail.send_due()
     path = link_path(mail.outbox[0].body)
     client.force_login(User.objects.get(username="olga"))
     assert "Include draft figures?" in client.get(path).content.decode()
@@ -253,7 +253,7 @@ def test_the_link_lets_someone_with_the_permission_answer(client: Client) -> Non
 def test_the_link_lets_nobody_else_answer(client: Client) -> None:
     user("olga")
     question = ask(new_task())
-    notifications.send_due()
+    question_mail.send_due()
     path = link_path(mail.outbox[0].body)
     assert client.get(path)["Location"].startswith("/admin/login/")  # not logged in
     client.force_login(user("victor", can_answer=False))  # staff without any task permission

@@ -23,11 +23,11 @@ from django.db import connections
 from django.urls import reverse
 from django.utils import timezone
 
-from . import signals
-from .conf import get_config
-from .models import InputRequest
-from .tasks import service
-from .tasks.service import question_text
+from .. import signals
+from ..conf import get_config
+from ..models import InputRequest
+from . import service
+from .service import question_text
 
 logger = logging.getLogger("mcp_tasks.notifications")
 

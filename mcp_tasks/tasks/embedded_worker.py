@@ -1,0 +1,45 @@
+"""Embedded development mode's task workers: threads of the ASGI process that work the
+queues on the in-process fake Redis (:mod:`.embedded`)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from rq import Queue
+
+from .embedded import connection
+from .worker import EmbeddedTaskWorker
+
+logger = logging.getLogger("mcp_tasks.tasks")
+
+_lock = threading.Lock()
+_threads: list[threading.Thread] = []
+
+
+def start_worker(queues: list[str], count: int = 1) -> list[threading.Thread]:
+    """Start ``count`` worker threads once per process (idempotent); each runs up to
+    ``TASK_CONCURRENCY`` tasks at once."""
+    with _lock:
+        if any(thread.is_alive() for thread in _threads):
+            return _threads
+        for number in range(count):
+            conn = connection()
+            worker = EmbeddedTaskWorker(
+                [Queue(name, connection=conn) for name in queues], connection=conn
+            )
+            thread = threading.Thread(
+                target=_run, args=(worker,), name=f"mcp_tasks-embedded-worker-{number}", daemon=True
+            )
+            thread.start()
+            _threads.append(thread)
+        logger.info("%d embedded task workers started for queues %s", count, ", ".join(queues))
+        return _threads
+
+
+def _run(worker: Any) -> None:
+    try:
+        worker.work(with_scheduler=False, logging_level="WARNING")
+    except Exception:
+        logger.exception("an embedded task worker stopped")
