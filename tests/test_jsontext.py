@@ -13,7 +13,7 @@ from mcp_tasks import jsontext
 from mcp_tasks.exceptions import ProtocolError
 from mcp_tasks.jsonrpc import INVALID_PARAMS
 from mcp_tasks.protocol.stored import is_lookup_key, require_storable
-from mcp_tasks.transport.stream import ResponseStream, encode_json
+from mcp_tasks.transport.response_stream import ResponseStream, encode_json
 
 
 def test_find_names_the_first_string_with_a_match_in_document_order() -> None:

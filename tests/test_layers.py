@@ -34,7 +34,7 @@ LAYERS: dict[str, tuple[int, frozenset[str]]] = {
             }
         ),
     ),
-    "persistence": (1, frozenset({"models", "migrations", "sessions", "signals", "streams"})),
+    "persistence": (1, frozenset({"models", "migrations", "sessions", "signals", "stream_events"})),
     "authoring": (
         2,
         frozenset(

@@ -42,7 +42,7 @@ from ..gc_freeze import freeze_startup_objects
 from ..jsonrpc import INTERNAL_ERROR
 from ..server import mcp
 from ..sessions import purge_idle_sessions
-from ..streams import purge_old_events
+from ..stream_events import purge_old_events
 from . import service
 from .job import execute
 from .question_mail import send_due

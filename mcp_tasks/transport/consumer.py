@@ -35,7 +35,7 @@ from ..protocol.constants import LEGACY_VERSIONS, is_modern
 from ..protocol.notices import task_event_notification
 from ..protocol.subscriptions import Subscription
 from .admission import admission
-from .authentication import authenticate
+from .credentials import authenticate
 from .exchange import Exchange
 from .http import (
     HttpError,
@@ -52,7 +52,7 @@ from .http import (
 from .legacy_endpoints import LegacyEndpoints
 from .membership import Membership
 from .request_sink import RequestSink
-from .stream import ResponseStream
+from .response_stream import ResponseStream
 
 logger = logging.getLogger("mcp_tasks.transport")
 

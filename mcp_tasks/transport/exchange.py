@@ -11,10 +11,10 @@ from ..exceptions import ProtocolError
 from ..jsonrpc import Message, error_response
 from ..protocol import Dispatcher, RequestInfo
 from ..protocol.constants import http_status_for
-from .authentication import insufficient_scope
+from .credentials import insufficient_scope
 from .membership import Membership
 from .request_sink import RequestSink
-from .stream import ResponseStream
+from .response_stream import ResponseStream
 
 #: Picks the broadcast notifications a stream forwards (and may tag them).
 NotifyFilter = Callable[[Message], Awaitable[bool]]

@@ -14,7 +14,7 @@ import itertools
 import secrets
 from typing import Any
 
-from .. import groups, jsontext, streams
+from .. import groups, jsontext, stream_events
 from ..auth import Principal
 from ..jsonrpc import Message
 from ..lifespan import lifespan_context
@@ -133,7 +133,7 @@ class LegacyEndpoints:
         stream_id = self.exchange.stream.resumable_id
         assert stream_id is not None and self.session is not None
         message = jsontext.storable(message, f"an event of stream {stream_id}")
-        await streams.store(stream_id, self.session.id, sequence, message)
+        await stream_events.store(stream_id, self.session.id, sequence, message)
         await self.exchange.membership.send(
             groups.stream_group(stream_id),
             {"type": "mcp.stream", "sequence": sequence, "message": message},
@@ -146,7 +146,7 @@ class LegacyEndpoints:
         if not accepts(exchange.headers, "text/event-stream"):
             raise HttpError(406, "Not Acceptable: Client must accept text/event-stream")
         session = await self._session(principal)
-        resume = streams.parse_event_id(first(exchange.headers, "last-event-id"))
+        resume = stream_events.parse_event_id(first(exchange.headers, "last-event-id"))
         if resume is not None:
             await self._resume(session, *resume)
             return
@@ -174,7 +174,7 @@ class LegacyEndpoints:
         await exchange.membership.join(groups.stream_group(stream_id))
         await exchange.stream.open_sse()
         async with self.resume_lock:
-            for sequence, event in await streams.events_after(stream_id, session.id, after):
+            for sequence, event in await stream_events.events_after(stream_id, session.id, after):
                 await self._forward_resumed(sequence, event)
         if not exchange.finished.is_set():
             await exchange.sink.keepalive()

@@ -14,7 +14,7 @@ from ..conf import get_config
 from ..exceptions import ToolError
 from ..jsonrpc import Message, notification, request
 from .membership import Membership
-from .stream import ResponseStream
+from .response_stream import ResponseStream
 from .task_watcher import TaskWait, task_watcher
 
 
