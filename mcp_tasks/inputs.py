@@ -7,7 +7,7 @@ task). Each input knows its wire request and how to read the answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -114,7 +114,6 @@ class RootsInput:
     """Ask for the client's roots (``roots/list``)."""
 
     capability = "roots"
-    _unused: None = field(default=None, repr=False)
 
     def question(self, key: str | None) -> Question:
         return Question(key, "roots/list", {})

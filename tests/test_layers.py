@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -183,3 +184,15 @@ def test_the_scan_finds_function_level_imports() -> None:
         ("mcp_tasks.tasks.queue", False),
         ("mcp_tasks.server", True),
     ]
+
+
+def test_the_architecture_page_names_files_that_exist() -> None:
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`((?:[a-z_]+/)*[a-z_]+\.py)`", text))
+    assert len(named) > 10
+    missing = [
+        name
+        for name in sorted(named)
+        if not (PACKAGE / name).exists() and not (PACKAGE.parent / name).exists()
+    ]
+    assert missing == []
