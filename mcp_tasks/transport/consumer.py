@@ -35,7 +35,7 @@ from ..protocol.constants import LEGACY_VERSIONS, is_modern
 from ..protocol.notices import task_event_notification
 from ..protocol.subscriptions import Subscription
 from .admission import admission
-from .credentials import authenticate
+from .credentials import authenticate, insufficient_scope
 from .exchange import Exchange
 from .http import (
     HttpError,
@@ -269,7 +269,7 @@ class McpConsumer(AsyncConsumer):
         if modern:
             await self._post(body, principal, None)
             return
-        self.legacy = legacy = LegacyEndpoints(self.exchange)
+        self.legacy = legacy = LegacyEndpoints(self.exchange, self.run)
         if method == "GET":
             await legacy.get(principal)
         elif method == "DELETE":
@@ -327,7 +327,19 @@ class McpConsumer(AsyncConsumer):
         if message["method"] == "subscriptions/listen":
             await self._listen(message, info)
             return
-        await exchange.respond(await exchange.run(message, info), modern=True)
+        await exchange.respond(await self.run(message, info), modern=True)
+
+    async def run(self, message: Message, info: RequestInfo) -> Message:
+        """Run one request through the dispatcher, pinging the stream while it runs; a
+        token without the scopes the target needs gets HTTP 403 first."""
+        missing = await self.dispatcher.scope_challenge(message, info.principal)
+        if missing:
+            raise insufficient_scope(self.scope, self.exchange.headers, missing)
+        keepalive = asyncio.ensure_future(self.exchange.sink.keepalive())
+        try:
+            return await self.dispatcher.handle(message, info, self.exchange.sink)
+        finally:
+            keepalive.cancel()
 
     async def _listen(self, message: Message, info: RequestInfo) -> None:
         """``subscriptions/listen``: a stream of the notifications it agreed to hear."""

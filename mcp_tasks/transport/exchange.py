@@ -11,13 +11,14 @@ from ..exceptions import ProtocolError
 from ..jsonrpc import Message, error_response
 from ..protocol import Dispatcher, RequestInfo
 from ..protocol.constants import http_status_for
-from .credentials import insufficient_scope
 from .membership import Membership
 from .request_sink import RequestSink
 from .response_stream import ResponseStream
 
 #: Picks the broadcast notifications a stream forwards (and may tag them).
 NotifyFilter = Callable[[Message], Awaitable[bool]]
+#: Runs one request through the dispatcher (:meth:`.consumer.McpConsumer.run`).
+Run = Callable[[Message, RequestInfo], Awaitable[Message]]
 
 
 @dataclass
@@ -51,15 +52,3 @@ class Exchange:
         error = response.get("error")
         status = http_status_for(error["code"]) if error and modern else 200
         await self.stream.finish(response, status=status)
-
-    async def run(self, message: Message, info: RequestInfo) -> Message:
-        """Run one request through the dispatcher, pinging the stream while it runs; a
-        token without the scopes the target needs gets HTTP 403 first."""
-        missing = await self.dispatcher.scope_challenge(message, info.principal)
-        if missing:
-            raise insufficient_scope(self.scope, self.headers, missing)
-        keepalive = asyncio.ensure_future(self.sink.keepalive())
-        try:
-            return await self.dispatcher.handle(message, info, self.sink)
-        finally:
-            keepalive.cancel()

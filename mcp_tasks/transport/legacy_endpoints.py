@@ -21,7 +21,7 @@ from ..lifespan import lifespan_context
 from ..protocol import legacy_request_info
 from ..protocol.constants import LEGACY_TASKS_VERSION
 from ..sessions import StoredSession, create_session, subscriptions_of
-from .exchange import Exchange
+from .exchange import Exchange, Run
 from .http import HttpError, accepts, first
 from .process_bus import process_bus
 from .session_cache import cached_session, end_cached_session
@@ -39,8 +39,9 @@ _stream_numbers = itertools.count(1)
 class LegacyEndpoints:
     """Serves one legacy-era request of ``exchange``."""
 
-    def __init__(self, exchange: Exchange) -> None:
+    def __init__(self, exchange: Exchange, run: Run) -> None:
         self.exchange = exchange
+        self.run = run
         self.session: StoredSession | None = None
         self.session_stream: StoredSession | None = None  # set on a session's GET stream
         self.relayed: dict[str, asyncio.Task[None]] = {}  # task questions sent on this stream
@@ -96,7 +97,7 @@ class LegacyEndpoints:
             message, exchange.headers, principal, session, await lifespan_context()
         )
         try:
-            response = await exchange.run(message, info)
+            response = await self.run(message, info)
         except asyncio.CancelledError:
             if exchange.cancel_on_disconnect or exchange.stream.closed:
                 raise
