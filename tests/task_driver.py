@@ -194,14 +194,6 @@ class TaskDriver:
             await asyncio.sleep(min(0.05, (task.get("pollIntervalMs") or 50) / 1000))
 
 
-def text_of(task: dict[str, Any]) -> str:
-    """The text of a completed task's ``CallToolResult``."""
-    assert task["status"] == "completed", task
-    return "".join(
-        block.get("text", "") for block in task["result"]["content"] if block.get("type") == "text"
-    )
-
-
 def structured_of(task: dict[str, Any]) -> Any:
     assert task["status"] == "completed", task
     assert not task["result"].get("isError"), task["result"]

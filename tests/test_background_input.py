@@ -32,13 +32,13 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, LiveServer
+from tests.results import task_text_of as text_of
 from tests.task_driver import (
     TaskDriver,
     django_shell,
     gather_limited,
     structured_of,
     task_capabilities,
-    text_of,
 )
 from tests.worker_fixtures import RqWorker
 

@@ -35,6 +35,7 @@ from tests.live_cases import (
     elicitation_responder,
 )
 from tests.live_tools.tools import SECRET_DETAIL
+from tests.results import text_of
 
 pytestmark = pytest.mark.live
 
@@ -56,10 +57,6 @@ def url(server: LiveServer) -> str:
 
 def legacy(url: str, **kwargs: Any) -> Any:
     return sdk_client(url, mode="legacy", **kwargs)
-
-
-def text_of(result: types.CallToolResult) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
 # -- session, listing, calls ------------------------------------------------------------------

@@ -33,6 +33,7 @@ from tests.live_cases import (
     elicitation_responder,
 )
 from tests.live_tools.tools import SECRET_DETAIL
+from tests.results import text_of
 
 pytestmark = pytest.mark.live
 
@@ -50,10 +51,6 @@ def _show_server_output(request: pytest.FixtureRequest, server: LiveServer) -> N
 @pytest.fixture
 def url(server: LiveServer) -> str:
     return server.mcp_url
-
-
-def text_of(result: types.CallToolResult) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
 # -- connection, listing ----------------------------------------------------------------------

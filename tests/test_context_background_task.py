@@ -41,7 +41,8 @@ from tests.live import (
     start_module_server,
 )
 from tests.live_tools.seed_tools import SEED_LIFESPAN_VALUE
-from tests.task_driver import TaskDriver, django_shell, structured_of, task_capabilities, text_of
+from tests.results import task_text_of as text_of
+from tests.task_driver import TaskDriver, django_shell, structured_of, task_capabilities
 from tests.worker_fixtures import RedisProcess, RqWorker, free_port, start_rq_worker
 
 # -- the live stack of this module: private Redis, one server, one worker -------------------

@@ -41,7 +41,8 @@ from tests.live import (
     start_module_server,
 )
 from tests.live_tools.hostile_tools import STORED
-from tests.task_driver import TaskDriver, task_capabilities, text_of
+from tests.results import task_text_of as text_of
+from tests.task_driver import TaskDriver, task_capabilities
 from tests.worker_fixtures import RedisProcess, RqWorker, db_rows, start_rq_worker
 
 pytestmark = [pytest.mark.live, pytest.mark.redis]

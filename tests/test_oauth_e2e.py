@@ -25,7 +25,8 @@ import pytest
 
 from tests.conftest import AsgiServerFactory, LiveServer
 from tests.live import LIVE_SETTINGS
-from tests.task_driver import TaskDriver, django_shell, task_capabilities, text_of
+from tests.results import task_text_of as text_of
+from tests.task_driver import TaskDriver, django_shell, task_capabilities
 from tests.test_admin_browser import browser  # noqa: F401  (the Chromium fixture)
 
 pytestmark = pytest.mark.live

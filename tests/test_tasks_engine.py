@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.results import task_text_of as text_of
 from tests.worker_fixtures import (
     TASKS_EXTENSION,
     capabilities,
@@ -43,10 +44,6 @@ def probe(client: Any, **kwargs: Any) -> tuple[str, dict[str, Any]]:
     task = client.wait_terminal(task_id)
     assert task["status"] == "completed", task
     return task_id, json.loads(task["result"]["content"][0]["text"])
-
-
-def text_of(task: dict[str, Any]) -> str:
-    return str(task["result"]["content"][0]["text"])
 
 
 # -- the Context a background tool gets ---------------------------------------------------------
