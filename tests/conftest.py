@@ -422,6 +422,47 @@ def live_server_url(asgi_server: AsgiServerFactory) -> str:
     return asgi_server().url
 
 
+# -- what several modules share ---------------------------------------------------------------
+#
+# ``show_server_output`` and ``url`` use the ``server`` fixture the module defines (its
+# module-scoped :class:`LiveServer`); a module with its own ``http`` or ``url`` overrides these.
+# Modules whose every test needs one of them ask for it in ``pytestmark``:
+# ``pytest.mark.usefixtures("show_server_output")`` / ``("embedded_queue")``.
+
+
+@pytest.fixture
+def show_server_output(request: pytest.FixtureRequest, server: LiveServer) -> None:
+    """Show the module's ``server`` output in the report when the test fails."""
+    from tests.live import attach_server_output  # tests.live imports this module
+
+    attach_server_output(request, server)
+
+
+@pytest.fixture
+def url(server: LiveServer) -> str:
+    """The ``/mcp`` URL of the module's ``server``."""
+    return server.mcp_url
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=60) as client:
+        yield client
+
+
+@pytest.fixture
+def embedded_queue(settings: Any) -> Iterator[Any]:
+    """Jobs go to the embedded in-process fake Redis (``EMBEDDED_WORKER``), emptied before and
+    after the test; the fixture's value is a connection to it."""
+    from mcp_tasks.tasks import embedded
+
+    settings.MCP_TASKS = {"EMBEDDED_WORKER": True}
+    connection = embedded.connection()
+    connection.flushall()
+    yield connection
+    connection.flushall()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Attach the live servers' output to the report of a failed test."""

@@ -22,14 +22,13 @@ import pytest
 
 from tests.conftest import ROOT, LiveServer, _run_manage, service_missing
 from tests.live import (
-    attach_server_output,
     final_message,
     modern_headers,
     modern_request,
     start_module_server,
 )
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 PASSWORD = "correct-horse-battery-staple"
@@ -74,11 +73,6 @@ def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     for live in start_module_server(request, label="admin server"):
         _run_manage(live.env, "shell", "-c", CREATE_USERS)
         yield live
-
-
-@pytest.fixture(autouse=True)
-def _show_server_output(request: pytest.FixtureRequest, server: LiveServer) -> None:
-    attach_server_output(request, server)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ fake Redis; no worker runs them."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,20 +15,12 @@ from django.urls import reverse
 
 from mcp_tasks import task_contract
 from mcp_tasks.models import InputRequestStatus, Task, TaskStatus
-from mcp_tasks.tasks import embedded, queue, service
+from mcp_tasks.tasks import queue, service
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("embedded_queue")]
 
 SCHEMA = {"type": "object", "properties": {"value": {"type": "boolean"}}, "required": ["value"]}
 OPERATOR = ("view_task", "change_task", "answer_inputrequest", "retry_task")
-
-
-@pytest.fixture(autouse=True)
-def embedded_queue(settings: Any) -> Iterator[None]:
-    settings.MCP_TASKS = {"EMBEDDED_WORKER": True}
-    embedded.connection().flushall()
-    yield
-    embedded.connection().flushall()
 
 
 def staff(name: str, *perms: str) -> User:

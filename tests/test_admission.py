@@ -43,12 +43,6 @@ def server(asgi_server: AsgiServerFactory) -> LiveServer:
     )
 
 
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=60) as client:
-        yield client
-
-
 async def call(
     http: httpx.AsyncClient, server: LiveServer, tool: str, **args: Any
 ) -> httpx.Response:

@@ -18,7 +18,6 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from tests.conftest import LiveServer
 from tests.live import (
     LEGACY,
-    attach_server_output,
     await_file,
     final_message,
     legacy_headers,
@@ -37,22 +36,12 @@ from tests.live_cases import (
 from tests.live_tools.tools import SECRET_DETAIL
 from tests.results import text_of
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 
 
 @pytest.fixture(scope="module")
 def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     yield from start_module_server(request, label="legacy client tests")
-
-
-@pytest.fixture(autouse=True)
-def _show_server_output(request: pytest.FixtureRequest, server: LiveServer) -> None:
-    attach_server_output(request, server)
-
-
-@pytest.fixture
-def url(server: LiveServer) -> str:
-    return server.mcp_url
 
 
 def legacy(url: str, **kwargs: Any) -> Any:

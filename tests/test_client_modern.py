@@ -18,7 +18,6 @@ from tests.conftest import LiveServer
 from tests.live import (
     MODERN,
     SIGNED_IN,
-    attach_server_output,
     await_file,
     modern_headers,
     modern_request,
@@ -35,22 +34,12 @@ from tests.live_cases import (
 from tests.live_tools.tools import SECRET_DETAIL
 from tests.results import text_of
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 
 
 @pytest.fixture(scope="module")
 def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     yield from start_module_server(request, label="modern client tests")
-
-
-@pytest.fixture(autouse=True)
-def _show_server_output(request: pytest.FixtureRequest, server: LiveServer) -> None:
-    attach_server_output(request, server)
-
-
-@pytest.fixture
-def url(server: LiveServer) -> str:
-    return server.mcp_url
 
 
 # -- connection, listing ----------------------------------------------------------------------

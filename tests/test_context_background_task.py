@@ -119,12 +119,6 @@ def seed_stack(request: pytest.FixtureRequest, stack: Stack) -> Stack:
     return stack
 
 
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=60) as client:
-        yield client
-
-
 DriverFactory = Callable[..., TaskDriver]
 
 

@@ -30,7 +30,6 @@ import pytest
 from tests.conftest import LiveServer
 from tests.live import (
     LEGACY,
-    attach_server_output,
     final_message,
     legacy_headers,
     legacy_initialize,
@@ -45,7 +44,7 @@ from tests.results import task_text_of as text_of
 from tests.task_driver import TaskDriver, task_capabilities
 from tests.worker_fixtures import RedisProcess, RqWorker, db_rows, start_rq_worker
 
-pytestmark = [pytest.mark.live, pytest.mark.redis]
+pytestmark = [pytest.mark.live, pytest.mark.redis, pytest.mark.usefixtures("show_server_output")]
 
 #: A server that does not answer within this many seconds has left the request hanging.
 REPLY_TIMEOUT = 15.0
@@ -71,11 +70,6 @@ def worker(server: LiveServer, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield worker
     finally:
         worker.stop()
-
-
-@pytest.fixture(autouse=True)
-def _show_server_output(request: pytest.FixtureRequest, server: LiveServer) -> None:
-    attach_server_output(request, server)
 
 
 @pytest.fixture

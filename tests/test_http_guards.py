@@ -25,7 +25,7 @@ from tests.live import (
 )
 from tests.live_tools.tools import SECRET_DETAIL
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 
 MAX_BODY = 64 * 1024
 LISTED_ORIGIN = "https://app.example.com"
@@ -49,16 +49,6 @@ def closed_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     yield from start_module_server(
         request, {"MCP_TASKS_TEST_ALLOW_ANONYMOUS": "0"}, label="no-anonymous server"
     )
-
-
-@pytest.fixture(autouse=True)
-def _show_server_output(request: pytest.FixtureRequest, server: LiveServer) -> None:
-    attach_server_output(request, server)
-
-
-@pytest.fixture
-def url(server: LiveServer) -> str:
-    return server.mcp_url
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ from django.dispatch import Signal
 
 from mcp_tasks import signals, task_contract
 from mcp_tasks.models import Task, TaskStatus
-from mcp_tasks.tasks import embedded, service
+from mcp_tasks.tasks import service
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("embedded_queue")]
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 ELICIT = {"message": "Proceed?", "requestedSchema": SCHEMA}
@@ -57,14 +57,6 @@ class Recorder:
 
     def of(self, name: str) -> list[dict[str, Any]]:
         return [arguments for event, arguments in self.events if event == name]
-
-
-@pytest.fixture(autouse=True)
-def embedded_queue(settings: Any) -> Iterator[None]:
-    settings.MCP_TASKS = {"EMBEDDED_WORKER": True}
-    embedded.connection().flushall()
-    yield
-    embedded.connection().flushall()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ the tests inspect; no worker runs them here (the live tests do)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -23,21 +22,12 @@ from mcp_tasks.models import (
     TaskSnapshot,
     TaskStatus,
 )
-from mcp_tasks.tasks import crypto, embedded, notify, queue, service
+from mcp_tasks.tasks import crypto, notify, queue, service
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("embedded_queue")]
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 ELICIT = {"message": "Proceed?", "requestedSchema": SCHEMA}
-
-
-@pytest.fixture(autouse=True)
-def embedded_queue(settings: Any) -> Iterator[Any]:
-    settings.MCP_TASKS = {"EMBEDDED_WORKER": True}
-    connection = embedded.connection()
-    connection.flushall()
-    yield connection
-    connection.flushall()
 
 
 def new_task(**overrides: Any) -> Task:

@@ -18,9 +18,9 @@ import pytest
 
 from tests.conftest import LiveServer
 from tests.legacy_client_fixtures import LegacyClient
-from tests.live import LEGACY, attach_server_output, start_module_server
+from tests.live import LEGACY, start_module_server
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 
@@ -28,11 +28,6 @@ RELATED_TASK = "io.modelcontextprotocol/related-task"
 @pytest.fixture(scope="module")
 def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     yield from start_module_server(request, label="2025-11-25 tasks (FastMCP 3)")
-
-
-@pytest.fixture(autouse=True)
-def _show_server_output(request: pytest.FixtureRequest, server: LiveServer) -> None:
-    attach_server_output(request, server)
 
 
 def run(client: LegacyClient, scenario: str, url: str, **options: Any) -> dict[str, Any]:

@@ -18,10 +18,10 @@ import pytest
 
 from tests.conftest import LiveServer
 from tests.legacy_client_fixtures import LegacyClient, background, manage_py
-from tests.live import LEGACY, attach_server_output, start_module_server, wait_for_file
+from tests.live import LEGACY, start_module_server, wait_for_file
 from tests.live_tools.legacy_task_tools import PROTOCOL_ERROR_CODE
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
@@ -30,11 +30,6 @@ LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "e
 @pytest.fixture(scope="module")
 def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     yield from start_module_server(request, label="2025-11-25 tasks (mcp 1.30)")
-
-
-@pytest.fixture(autouse=True)
-def _show_server_output(request: pytest.FixtureRequest, server: LiveServer) -> None:
-    attach_server_output(request, server)
 
 
 def run(client: LegacyClient, scenario: str, url: str, **options: Any) -> dict[str, Any]:

@@ -24,7 +24,6 @@ import pytest
 from tests.conftest import LiveServer
 from tests.live import (
     LEGACY,
-    attach_server_output,
     final_message,
     legacy_headers,
     sse_messages,
@@ -32,7 +31,7 @@ from tests.live import (
 )
 from tests.live_tools.legacy_task_tools import PROTOCOL_ERROR_CODE
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 TERMINAL = {"completed", "failed", "cancelled"}
@@ -264,11 +263,6 @@ def check_task_shape(task: dict[str, Any]) -> None:
 @pytest.fixture(scope="module")
 def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     yield from start_module_server(request, label="2025-11-25 tasks (wire)")
-
-
-@pytest.fixture(autouse=True)
-def _show_server_output(request: pytest.FixtureRequest, server: LiveServer) -> None:
-    attach_server_output(request, server)
 
 
 @pytest.fixture

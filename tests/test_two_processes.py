@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +32,6 @@ def servers(asgi_server: AsgiServerFactory) -> tuple[LiveServer, LiveServer]:
     a = asgi_server(live_env(), redis=True, label="process A")
     b = asgi_server(live_env(), redis=True, database_url=a.database_url, label="process B")
     return a, b
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=60) as client:
-        yield client
 
 
 def tools_call(request_id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
