@@ -2,7 +2,7 @@
 who sees what in the lists, and a call to a hidden item answers like an unknown one.
 
 Real Django users and permissions in the test database; the protocol layer runs without a
-server (a :class:`~mcp_tasks.protocol.Dispatcher`), as in ``tests/test_protocol_unit.py``.
+server (a :class:`~mcp_tasks.protocol.Dispatcher`), as in ``tests/test_protocol_dispatch.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.test import override_settings
 from mcp_tasks import AccessToken, MCPServer
 from mcp_tasks.auth import ANONYMOUS, Principal, principal_for
 from mcp_tasks.permissions import Access, allowed, clear_cache
-from tests.test_protocol_unit import modern_info, request, run
+from tests.protocol_fixtures import modern_info, request, run
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -1,0 +1,127 @@
+"""``TaskConfig`` and the registry (``MCPServer``): task modes, names, duplicates, decorators
+and the injected context parameter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from mcp_tasks import Context, MCPServer, TaskConfig
+
+# -- TaskConfig and the registry --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("task", "mode"),
+    [
+        (True, "optional"),
+        (False, "forbidden"),
+        (None, "forbidden"),
+        ("required", "required"),
+        ("optional", "optional"),
+        ("forbidden", "forbidden"),
+    ],
+)
+def test_task_config_coercion(task: Any, mode: str) -> None:
+    assert TaskConfig.coerce(task).mode == mode
+
+
+def test_task_config_passes_through_a_config() -> None:
+    config = TaskConfig(mode="required", ttl=60, poll_interval=1.0, queue="q", timeout=30)
+    assert TaskConfig.coerce(config) is config
+
+
+@pytest.mark.parametrize("task", ["sometimes", 3, ["optional"]])
+def test_task_config_rejects_anything_else(task: Any) -> None:
+    with pytest.raises(ImproperlyConfigured):
+        TaskConfig.coerce(task)
+
+
+def test_tool_task_argument_is_stored_as_task_config() -> None:
+    registry = MCPServer()
+
+    @registry.tool(task=True)
+    async def background() -> str:
+        return ""
+
+    @registry.tool()
+    def inline() -> str:
+        return ""
+
+    assert registry.tools["background"].task == TaskConfig(mode="optional")
+    assert registry.tools["inline"].task.mode == "forbidden"
+
+
+def test_duplicate_tool_name_is_improperly_configured() -> None:
+    registry = MCPServer()
+
+    @registry.tool(name="same")
+    def first() -> str:
+        return "1"
+
+    with pytest.raises(ImproperlyConfigured, match="same"):
+
+        @registry.tool(name="same")
+        def second() -> str:
+            return "2"
+
+
+def test_reregistering_the_same_function_is_harmless() -> None:
+    registry = MCPServer()
+
+    def tool() -> str:
+        return ""
+
+    registry.tool()(tool)
+    registry.tool()(tool)
+    assert list(registry.tools) == ["tool"]
+
+
+def test_duplicate_prompt_name_is_improperly_configured() -> None:
+    registry = MCPServer()
+
+    @registry.prompt(name="p")
+    def one() -> str:
+        return ""
+
+    with pytest.raises(ImproperlyConfigured):
+
+        @registry.prompt(name="p")
+        def two() -> str:
+            return ""
+
+
+@pytest.mark.parametrize("name", ["has space", "", "x" * 129, "slash/name"])
+def test_invalid_tool_name_is_improperly_configured(name: str) -> None:
+    registry = MCPServer()
+    with pytest.raises(ImproperlyConfigured):
+        registry.tool(name=name)(lambda: "")
+
+
+def test_tool_decorator_without_parentheses_is_a_type_error() -> None:
+    registry = MCPServer()
+    with pytest.raises(TypeError, match="parentheses"):
+        registry.tool(lambda: "")  # type: ignore[arg-type]
+
+
+def test_resource_template_variables_must_match_the_parameters() -> None:
+    registry = MCPServer()
+    with pytest.raises(ImproperlyConfigured):
+
+        @registry.resource("unit://items/{item_id}")
+        def item(other: str) -> str:
+            return other
+
+
+def test_context_parameter_is_injected_and_left_out_of_the_schema() -> None:
+    registry = MCPServer()
+
+    @registry.tool()
+    async def with_context(query: str, context: Context) -> str:
+        return query
+
+    spec = registry.tools["with_context"]
+    assert spec.context_param == "context"
+    assert set(spec.input_schema["properties"]) == {"query"}
