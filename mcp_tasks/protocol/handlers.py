@@ -375,22 +375,16 @@ async def read_resource(
     return {"contents": _resource_contents(resource, uri, value)}
 
 
-async def subscribe_resource(
-    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+async def resource_subscription(
+    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any], *, subscribe: bool
 ) -> dict[str, Any]:
+    """``resources/subscribe`` (``subscribe``) and ``resources/unsubscribe`` (legacy era)."""
     uri = _params_str(params, "uri")
-    require_storable(uri, "params.uri")  # the session keeps its subscriptions
+    if subscribe:
+        require_storable(uri, "params.uri")  # the session keeps its subscriptions
     if info.session is not None:
-        await info.session.subscribe(uri)
-    return {}
-
-
-async def unsubscribe_resource(
-    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
-) -> dict[str, Any]:
-    uri = _params_str(params, "uri")
-    if info.session is not None:
-        await info.session.unsubscribe(uri)
+        change = info.session.subscribe if subscribe else info.session.unsubscribe
+        await change(uri)
     return {}
 
 

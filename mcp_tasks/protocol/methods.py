@@ -62,8 +62,8 @@ def method_tables(engine: TaskEngine | None) -> MethodTables:
         "ping": handlers.ping,
         "logging/setLevel": handlers.set_log_level,
         **common,
-        "resources/subscribe": handlers.subscribe_resource,
-        "resources/unsubscribe": handlers.unsubscribe_resource,
+        "resources/subscribe": functools.partial(handlers.resource_subscription, subscribe=True),
+        "resources/unsubscribe": functools.partial(handlers.resource_subscription, subscribe=False),
     }
     if tasks is not None and legacy_tasks is not None:
         modern.update(

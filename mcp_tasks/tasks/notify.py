@@ -4,7 +4,8 @@ worker running the task hear about them at once."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -15,6 +16,8 @@ from ..db import calling_loop
 from ..groups import ADMIN, session_group, task_shard_group, worker_group
 
 logger = logging.getLogger("mcp_tasks.tasks")
+
+P = ParamSpec("P")
 
 
 async def apublish_task_change(
@@ -44,21 +47,6 @@ async def apublish_task_change(
         await layer.group_send(worker_group(worker), {**message, "answers": answers or {}})
 
 
-def publish_task_change(
-    task_id: str,
-    status: str,
-    session_id: str | None = None,
-    worker: str | None = None,
-    answers: dict[str, Any] | None = None,
-    final: dict[str, Any] | None = None,
-) -> None:
-    """Tell watchers the task changed (see :func:`apublish_task_change`). Inside a
-    :func:`~mcp_tasks.db.db` call the message goes out from the awaiting event loop without
-    blocking the ORM thread; elsewhere (admin views, management commands) it is sent before
-    this returns. Failures are logged: pollers and the worker's heartbeat still see the row."""
-    _publish(apublish_task_change, task_id, task_id, status, session_id, worker, answers, final)
-
-
 async def apublish_admin_event(task_id: str, event: str) -> None:
     """Tell the live admin pages (:data:`~mcp_tasks.groups.ADMIN`) that a task changed."""
     layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
@@ -67,19 +55,33 @@ async def apublish_admin_event(task_id: str, event: str) -> None:
         await layer.group_send(ADMIN, message)
 
 
-def publish_admin_event(task_id: str, event: str) -> None:
-    """:func:`apublish_admin_event` from synchronous code, like :func:`publish_task_change`."""
-    _publish(apublish_admin_event, task_id, task_id, event)
+def _from_sync_code(send: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
+    """``send`` (its first argument: the task id) for synchronous code. Inside a
+    :func:`~mcp_tasks.db.db` call the message goes out from the awaiting event loop without
+    blocking the ORM thread; elsewhere (admin views, management commands) it is sent before
+    this returns. Failures are logged: pollers and the worker's heartbeat still see the row."""
+
+    def publish(*args: P.args, **kwargs: P.kwargs) -> None:
+        task_id = args[0]
+        loop = calling_loop()
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(
+                in_background,
+                send(*args, **kwargs),
+                logger,
+                "could not publish the change of task %s",
+                task_id,
+            )
+            return
+        try:
+            async_to_sync(send)(*args, **kwargs)
+        except Exception:
+            logger.warning("could not publish the change of task %s", task_id, exc_info=True)
+
+    return publish
 
 
-def _publish(send: Any, task_id: str, *args: Any) -> None:
-    loop = calling_loop()
-    if loop is not None and loop.is_running():
-        loop.call_soon_threadsafe(
-            in_background, send(*args), logger, "could not publish the change of task %s", task_id
-        )
-        return
-    try:
-        async_to_sync(send)(*args)
-    except Exception:
-        logger.warning("could not publish the change of task %s", task_id, exc_info=True)
+#: :func:`apublish_task_change` from synchronous code.
+publish_task_change = _from_sync_code(apublish_task_change)
+#: :func:`apublish_admin_event` from synchronous code.
+publish_admin_event = _from_sync_code(apublish_admin_event)
