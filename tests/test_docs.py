@@ -31,3 +31,11 @@ def test_every_system_check_id_is_in_the_readme_table() -> None:
     ids = set(re.findall(r'id="(mcp_tasks\.[EW]\d{3})"', source))
     documented = set(re.findall(r"^\| `(mcp_tasks\.[EW]\d{3})` \|", README, flags=re.MULTILINE))
     assert ids == documented
+
+
+def test_every_test_file_is_in_one_row_of_the_readme_map() -> None:
+    section = README.split("## Tests", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "`test_" in line]
+    named = [name for row in rows for name in re.findall(r"`(test_[a-z0-9_]+\.py)`", row)]
+    files = sorted(path.name for path in Path(__file__).resolve().parent.glob("test_*.py"))
+    assert sorted(named) == files
