@@ -74,8 +74,7 @@ class Engine:
         return await db(_page)(principal_scope, offset, limit)
 
     async def owned(self, task_ids: list[str], principal_scope: str) -> list[str]:
-        found = Task.objects.filter(pk__in=task_ids, principal_scope=principal_scope)
-        return [task.id async for task in found.only("id")]
+        return await service.aowned_task_ids(task_ids, principal_scope)
 
     async def of_session(self, task_id: str, session_id: str) -> Task | None:
         return await db(_of_session)(task_id, session_id)

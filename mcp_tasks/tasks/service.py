@@ -245,6 +245,12 @@ def list_tasks(principal_scope: str) -> Any:
     return _live(Task.objects.filter(principal_scope=principal_scope)).order_by("-created_at", "id")
 
 
+async def aowned_task_ids(task_ids: list[str], principal_scope: str) -> list[str]:
+    """The ids among ``task_ids`` that name the principal's tasks (read from the loop)."""
+    found = Task.objects.filter(pk__in=task_ids, principal_scope=principal_scope).only("id")
+    return [task.id async for task in found]
+
+
 def outstanding_requests(task: Task) -> list[InputRequest]:
     """Questions still waiting for an answer, in the order they were asked."""
     return list(task.input_requests.filter(status=InputRequestStatus.PENDING).order_by("sequence"))

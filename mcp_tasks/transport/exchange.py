@@ -31,6 +31,8 @@ class Exchange:
     stream: ResponseStream
     membership: Membership
     sink: RequestSink
+    #: Cancels the request's work (a legacy call's ``notifications/cancelled``).
+    cancel_work: Callable[[], None]
     headers: dict[str, str | list[str]] = field(default_factory=dict)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     #: Closing the connection cancels the request (modern era, and streams that answer
@@ -38,8 +40,6 @@ class Exchange:
     cancel_on_disconnect: bool = False
     #: Set by streams that forward broadcast notifications.
     notify_filter: NotifyFilter | None = None
-    #: Cancels the request's work (a legacy call's ``notifications/cancelled``).
-    cancel_work: Callable[[], None] = lambda: None
 
     async def error(self, request_id: Any, exc: ProtocolError) -> None:
         """Answer with a JSON-RPC error (the HTTP status its code maps to)."""
