@@ -13,9 +13,9 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import mcp_types as types
 from pydantic import BaseModel, ValidationError
@@ -32,7 +32,7 @@ from ..jsonrpc import (
     RESOURCE_NOT_FOUND,
     wire_dict,
 )
-from ..permissions import allowed, missing_scopes, visible
+from ..permissions import Access, allowed, missing_scopes, visible
 from ..server import MCPServer, PromptSpec, ResourceSpec, ToolSpec
 from ..tool_call import (
     describe_validation_error,
@@ -93,6 +93,26 @@ def _params_dict(params: dict[str, Any], key: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ProtocolError(INVALID_PARAMS, f"params.{key} must be an object")
     return value
+
+
+class _Guarded(Protocol):
+    access: Access
+
+
+G = TypeVar("G", bound=_Guarded)
+
+
+async def _named(
+    registry: Mapping[str, G], kind: str, info: RequestInfo, params: dict[str, Any]
+) -> tuple[str, dict[str, Any], G]:
+    """``params.name``, ``params.arguments`` and the tool or prompt so named. One the caller
+    may not use answers exactly like one that does not exist."""
+    name = _params_str(params, "name")
+    arguments = _params_dict(params, "arguments")
+    entry = registry.get(name)
+    if entry is None or not await allowed(entry.access, info.principal):
+        raise ProtocolError(INVALID_PARAMS, f"Unknown {kind}: {name}", {"name": name})
+    return name, arguments, entry
 
 
 def _no_cursor(params: dict[str, Any]) -> None:
@@ -174,12 +194,7 @@ async def call_tool(
     start_task: TaskStarter | None,
 ) -> dict[str, Any]:
     """A plain call, or (``start_task``: a task engine is configured) the start of a task."""
-    name = _params_str(params, "name")
-    arguments = _params_dict(params, "arguments")
-    tool = server.tools.get(name)
-    # A tool the caller may not use answers exactly like one that does not exist.
-    if tool is None or not await allowed(tool.access, info.principal):
-        raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
+    name, arguments, tool = await _named(server.tools, "tool", info, params)
     if info.modern:
         check_param_headers(tool.input_schema, arguments, info.headers)
     try:
@@ -239,12 +254,21 @@ def _runs_as_task(
 # -- prompts ----------------------------------------------------------------------------
 
 
-async def list_prompts(
-    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
-) -> dict[str, Any]:
-    _no_cursor(params)
-    prompts = await visible(list(server.prompts.values()), info.principal)
-    return {"prompts": [prompt.definition() for prompt in prompts]}
+def _listing(key: str, registry: Callable[[MCPServer], Mapping[str, Any]]) -> Handler:
+    """A ``*/list`` handler: the entries of ``registry`` the caller may use, under ``key``
+    (one page: the lists are small, and a cursor is refused)."""
+
+    async def handler(
+        server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        _no_cursor(params)
+        entries = await visible(list(registry(server).values()), info.principal)
+        return {key: [entry.definition() for entry in entries]}
+
+    return handler
+
+
+list_prompts = _listing("prompts", lambda server: server.prompts)
 
 
 def _prompt_messages(value: Any) -> list[dict[str, Any]]:
@@ -295,11 +319,7 @@ async def _render_prompt(
 async def get_prompt(
     server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
 ) -> dict[str, Any]:
-    name = _params_str(params, "name")
-    arguments = _params_dict(params, "arguments")
-    prompt = server.prompts.get(name)
-    if prompt is None or not await allowed(prompt.access, info.principal):
-        raise ProtocolError(INVALID_PARAMS, f"Unknown prompt: {name}", {"name": name})
+    name, arguments, prompt = await _named(server.prompts, "prompt", info, params)
     backend = RequestBackend(
         info, sink, gather_answers(info, params, "prompts/get", name, arguments)
     )
@@ -312,20 +332,8 @@ async def get_prompt(
 # -- resources --------------------------------------------------------------------------
 
 
-async def list_resources(
-    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
-) -> dict[str, Any]:
-    _no_cursor(params)
-    resources = await visible(list(server.resources.values()), info.principal)
-    return {"resources": [resource.definition() for resource in resources]}
-
-
-async def list_resource_templates(
-    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
-) -> dict[str, Any]:
-    _no_cursor(params)
-    templates = await visible(list(server.templates.values()), info.principal)
-    return {"resourceTemplates": [template.definition() for template in templates]}
+list_resources = _listing("resources", lambda server: server.resources)
+list_resource_templates = _listing("resourceTemplates", lambda server: server.templates)
 
 
 def _resource_contents(resource: ResourceSpec, uri: str, value: Any) -> list[dict[str, Any]]:
