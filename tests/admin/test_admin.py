@@ -301,6 +301,7 @@ def cancel_action(client: Client, *tasks: Task) -> Any:
     return client.post(TASKS, data, follow=True)
 
 
+@pytest.mark.cancel
 def test_cancel_action_cancels_through_the_task_service(as_operator: Client) -> None:
     task = make_task(status=TaskStatus.INPUT_REQUIRED)
     question = ask(task)
@@ -314,6 +315,7 @@ def test_cancel_action_cancels_through_the_task_service(as_operator: Client) -> 
     assert question.status == InputRequestStatus.CLOSED
 
 
+@pytest.mark.cancel
 def test_cancel_action_leaves_finished_tasks_as_they_are(as_operator: Client) -> None:
     done = make_task(status=TaskStatus.COMPLETED)
     running = make_task()
@@ -325,6 +327,7 @@ def test_cancel_action_leaves_finished_tasks_as_they_are(as_operator: Client) ->
     assert done.status == TaskStatus.COMPLETED
 
 
+@pytest.mark.cancel
 def test_cancel_action_needs_the_change_permission(as_viewer: Client) -> None:
     task = make_task()
     assert "cancel_tasks" not in page(as_viewer.get(TASKS))
@@ -335,6 +338,7 @@ def test_cancel_action_needs_the_change_permission(as_viewer: Client) -> None:
     assert task.status == TaskStatus.WORKING
 
 
+@pytest.mark.cancel
 def test_cancel_action_is_offered_to_operators(as_operator: Client) -> None:
     make_task()
     body = page(as_operator.get(TASKS))
@@ -541,6 +545,7 @@ def test_timed_out_question_says_so_and_accepts_nothing(as_operator: Client) -> 
     assert "accepts no answer" in body
 
 
+@pytest.mark.cancel
 def test_question_closed_with_its_task_says_so(as_operator: Client) -> None:
     task = make_task()
     question = ask(task)

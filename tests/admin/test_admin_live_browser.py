@@ -15,9 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import LiveServer, _run_manage, service_missing
-from tests.live import attach_server_output, start_module_server
-from tests.test_admin_browser import (
+from tests.browser import (
     CHROMIUM_FLAGS,
     PASSWORD,
     WAIT,
@@ -30,6 +28,8 @@ from tests.test_admin_browser import (
     submit,
     waiting_on,
 )
+from tests.conftest import LiveServer, _run_manage, service_missing
+from tests.live import attach_server_output, start_module_server
 
 pytestmark = pytest.mark.live
 

@@ -15,6 +15,13 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
+from tests.clients.live_cases import (
+    ELICIT_CASES,
+    KINDS,
+    ElicitCase,
+    check_requested_schema,
+    elicitation_responder,
+)
 from tests.conftest import LiveServer
 from tests.live import (
     LEGACY,
@@ -25,13 +32,6 @@ from tests.live import (
     sdk_client,
     sse_messages,
     start_module_server,
-)
-from tests.live_cases import (
-    ELICIT_CASES,
-    KINDS,
-    ElicitCase,
-    check_requested_schema,
-    elicitation_responder,
 )
 from tests.live_tools.tools import SECRET_DETAIL
 from tests.results import text_of
@@ -381,6 +381,7 @@ async def test_get_stream_receives_updates_only_for_subscribed_resources(url: st
 # -- cancellation -----------------------------------------------------------------------------
 
 
+@pytest.mark.cancel
 async def test_notifications_cancelled_cancels_the_running_tool(url: str, tmp_path: Path) -> None:
     async with legacy(url) as client:
         call = asyncio.ensure_future(
@@ -394,6 +395,7 @@ async def test_notifications_cancelled_cancels_the_running_tool(url: str, tmp_pa
     assert not (tmp_path / "finished").exists()
 
 
+@pytest.mark.cancel
 async def test_closing_the_stream_does_not_cancel_the_tool(url: str, tmp_path: Path) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
         session_id = await legacy_initialize(http, url)

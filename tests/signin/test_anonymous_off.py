@@ -11,7 +11,7 @@ from channels.testing import HttpCommunicator
 from django.test import override_settings
 
 from mcp_tasks.asgi import mcp_application
-from tests.test_resource_metadata import django_app
+from tests.signin.asgi_calls import django_app
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -81,7 +81,13 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, marks=pytest.mark.cancel) if case == "tasks/cancel" else case
+        for case in sorted(CASES)
+    ],
+)
 @override_settings(ALLOWED_HOSTS=["mcp.example.com"], MCP_TASKS={"ALLOW_ANONYMOUS": False})
 async def test_no_credentials_get_401_everywhere(case: str) -> None:
     method, body, headers = CASES[case]

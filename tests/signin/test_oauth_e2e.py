@@ -8,7 +8,7 @@ exchanges the code (PKCE S256, RFC 8707 resource) and calls tools with the token
 that token a task is started and read back; another user's token does not find it; a token
 issued for another resource is refused. A second test signs the user in through the real
 pages in headless Chromium (Selenium; needs Debian's chromium and chromium-driver, like
-``tests/test_admin_browser.py``).
+``tests/admin/test_admin_browser.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from tests.conftest import AsgiServerFactory, LiveServer
 from tests.live import LIVE_SETTINGS
 from tests.results import task_text_of as text_of
 from tests.task_driver import TaskDriver, django_shell, task_capabilities
-from tests.test_admin_browser import browser  # noqa: F401  (the Chromium fixture)
 
 pytestmark = pytest.mark.live
 
@@ -247,7 +246,7 @@ class ChromiumUser(Browser):
 
 async def test_sdk_client_signs_a_user_in_through_chromium(
     asgi_server: AsgiServerFactory,
-    browser: Any,  # noqa: F811  (the fixture imported above)
+    browser: Any,  # the Chromium fixture of tests/browser.py
 ) -> None:
     server = asgi_server(
         {

@@ -2,7 +2,7 @@
 who sees what in the lists, and a call to a hidden item answers like an unknown one.
 
 Real Django users and permissions in the test database; the protocol layer runs without a
-server (a :class:`~mcp_tasks.protocol.Dispatcher`), as in ``tests/test_protocol_dispatch.py``.
+server (a :class:`~mcp_tasks.protocol.Dispatcher`), as in ``tests/protocol/test_dispatch.py``.
 """
 
 from __future__ import annotations

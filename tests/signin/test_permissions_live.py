@@ -16,8 +16,7 @@ import pytest
 
 from tests.conftest import LiveServer
 from tests.results import task_text_of as text_of
-from tests.task_driver import TaskDriver, django_shell, task_capabilities
-from tests.test_background_input import wait_released
+from tests.task_driver import TaskDriver, django_shell, task_capabilities, wait_released
 from tests.worker_fixtures import RqWorker
 
 pytestmark = [pytest.mark.live, pytest.mark.redis]

@@ -4,18 +4,17 @@ application (``mcp_application``) with Channels' ``HttpCommunicator``."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from channels.testing import HttpCommunicator
 from django.test import override_settings
 
-from mcp_tasks import AccessToken, mcp
+from mcp_tasks import AccessToken
 from mcp_tasks.asgi import mcp_application
 from mcp_tasks.transport.resource_metadata import supported_scopes
+from tests.signin.asgi_calls import call, django_app, modern, request, scoped_tool
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -23,8 +22,10 @@ pytestmark = [
 ]
 
 ISSUER = "https://auth.example.com"
-OAUTH = {"AUTHORIZATION_SERVERS": [ISSUER], "TOKEN_VERIFIER": "tests.test_resource_metadata.verify"}
-MODERN = "2026-07-28"
+OAUTH = {
+    "AUTHORIZATION_SERVERS": [ISSUER],
+    "TOKEN_VERIFIER": "tests.signin.test_resource_metadata.verify",
+}
 
 
 def verify(token: str) -> AccessToken | None:
@@ -41,68 +42,10 @@ def verify(token: str) -> AccessToken | None:
     )
 
 
-@contextlib.contextmanager
-def scoped_tool() -> Iterator[None]:
-    """``scoped_report``, a tool that needs the ``reports:read`` scope, while inside."""
-
-    @mcp.tool(name="scoped_report", scopes=["reports:read"])
-    def scoped_report() -> str:
-        return "report"
-
-    try:
-        yield
-    finally:
-        mcp.tools.pop("scoped_report", None)
-
-
 @pytest.fixture(autouse=True)
 def _scoped_tool() -> Iterator[None]:
     with scoped_tool():
         yield
-
-
-async def django_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    await send({"type": "http.response.start", "status": 404, "headers": []})
-    await send({"type": "http.response.body", "body": b"django"})
-
-
-async def request(
-    method: str, path: str, body: dict[str, Any] | None = None, **headers: str
-) -> dict[str, Any]:
-    sent = [(b"host", b"mcp.example.com")]
-    sent += [(name.replace("_", "-").encode(), value.encode()) for name, value in headers.items()]
-    payload = json.dumps(body).encode() if body is not None else b""
-    if body is not None:
-        sent += [
-            (b"content-type", b"application/json"),
-            (b"accept", b"application/json, text/event-stream"),
-        ]
-    communicator = HttpCommunicator(
-        mcp_application(django_app), method, path, body=payload, headers=sent
-    )
-    response: dict[str, Any] = await communicator.get_response(timeout=10)
-    response["header_map"] = {k.decode(): v.decode() for k, v in response["headers"]}
-    return response
-
-
-def call(name: str) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": name,
-            "arguments": {},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": MODERN,
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    }
-
-
-def modern(name: str, **extra: str) -> dict[str, str]:
-    return {"mcp_protocol_version": MODERN, "mcp_method": "tools/call", "mcp_name": name, **extra}
 
 
 @override_settings(ALLOWED_HOSTS=["mcp.example.com"], MCP_TASKS=OAUTH)

@@ -22,7 +22,7 @@ from oauth2_provider.models import AccessToken as DotToken, Application
 from mcp_tasks.auth import principal_for
 from mcp_tasks.db import db
 from mcp_tasks.verifiers import dot, jwks
-from tests.test_resource_metadata import call, modern, request, scoped_tool
+from tests.signin.asgi_calls import call, modern, request, scoped_tool
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -52,7 +52,7 @@ def run() -> list[CheckMessage]:
 
 # Settings under which the checks report nothing; each test changes one thing.
 CLEAN = {
-    "ASGI_APPLICATION": "tests.test_checks.routed_application",
+    "ASGI_APPLICATION": "tests.suite.test_checks.routed_application",
     "CHANNEL_LAYERS": REDIS,
     "ALLOWED_HOSTS": ["mcp.example.com"],
     "MCP_TASKS": {},
@@ -208,7 +208,7 @@ def test_mcp_tasks_that_is_not_a_dict_is_e003() -> None:
 
 
 def test_asgi_application_without_the_mcp_route_is_e004() -> None:
-    with override_settings(ASGI_APPLICATION="tests.test_checks.unrouted_application"):
+    with override_settings(ASGI_APPLICATION="tests.suite.test_checks.unrouted_application"):
         messages = run()
     assert [m.id for m in messages] == ["mcp_tasks.E004"]
     assert "mcp_application(get_asgi_application())" in (messages[0].hint or "")
@@ -222,7 +222,7 @@ def test_unimportable_asgi_application_is_e004() -> None:
 
 
 def test_route_behind_middleware_is_found() -> None:
-    with override_settings(ASGI_APPLICATION="tests.test_checks.wrapped_application"):
+    with override_settings(ASGI_APPLICATION="tests.suite.test_checks.wrapped_application"):
         assert run() == []
 
 

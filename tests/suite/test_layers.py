@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "mcp_tasks"
+PACKAGE = Path(__file__).resolve().parents[2] / "mcp_tasks"
 
 #: Lowest first. A module may import its own layer and the layers of a lower rank; layers
 #: of one rank are siblings that never import each other.

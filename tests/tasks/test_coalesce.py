@@ -110,6 +110,7 @@ def test_a_failed_hop_fails_every_call_it_carried_and_the_next_hop_still_runs(
     assert recorder.batches == [[5]]
 
 
+@pytest.mark.cancel
 def test_a_caller_that_gives_up_does_not_stop_its_item(recorder: Recorder) -> None:
     async def scenario() -> int:
         call: Coalesced[int, int] = Coalesced(recorder.run_all, recorder.hop)

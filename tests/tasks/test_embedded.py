@@ -43,6 +43,7 @@ def test_embedded_trivial_task_result(client: Any) -> None:
     assert task["result"]["structuredContent"] == {"result": 12}
 
 
+@pytest.mark.cancel
 def test_embedded_cancel_is_cooperative(client: Any, tmp_path: Path) -> None:
     task_id = client.start("async_wait_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
@@ -52,6 +53,7 @@ def test_embedded_cancel_is_cooperative(client: Any, tmp_path: Path) -> None:
     assert client.get(task_id)["status"] == "cancelled"
 
 
+@pytest.mark.cancel
 def test_embedded_worker_keeps_running_after_a_cancel(client: Any, tmp_path: Path) -> None:
     task_id = client.start("async_wait_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")

@@ -206,6 +206,7 @@ def barrier(client: Any) -> None:
     assert client.wait_terminal(task_id)["status"] == "completed"
 
 
+@pytest.mark.cancel
 def test_cancel_removes_a_queued_job(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
@@ -221,6 +222,7 @@ def test_cancel_removes_a_queued_job(
     assert client.get(task_id)["status"] == "cancelled"
 
 
+@pytest.mark.cancel
 def test_cancel_raises_cancelled_error_in_a_running_async_tool(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
@@ -235,6 +237,7 @@ def test_cancel_raises_cancelled_error_in_a_running_async_tool(
     assert "result" not in task
 
 
+@pytest.mark.cancel
 def test_cancel_raises_cancelled_error_in_an_async_tool_under_the_forking_worker(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
@@ -248,6 +251,7 @@ def test_cancel_raises_cancelled_error_in_an_async_tool_under_the_forking_worker
     assert client.get(task_id)["status"] == "cancelled"
 
 
+@pytest.mark.cancel
 def test_cancel_stops_a_running_sync_tool_under_the_forking_worker(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
@@ -265,6 +269,7 @@ def test_cancel_stops_a_running_sync_tool_under_the_forking_worker(
     assert client.get(task_id)["status"] == "cancelled"
 
 
+@pytest.mark.cancel
 def test_cancelling_a_finished_task_changes_nothing(
     client: Any, server: Any, rq_worker: Any
 ) -> None:
@@ -279,6 +284,7 @@ def test_cancelling_a_finished_task_changes_nothing(
     assert after["lastUpdatedAt"] == before["lastUpdatedAt"]
 
 
+@pytest.mark.cancel
 def test_a_late_result_after_cancel_does_not_replace_cancelled(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
@@ -294,6 +300,7 @@ def test_a_late_result_after_cancel_does_not_replace_cancelled(
     assert task_row(server.database_url, task_id)["result"] is None
 
 
+@pytest.mark.cancel
 def test_a_sync_tool_finishing_after_cancel_under_the_simple_worker_leaves_it_cancelled(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:

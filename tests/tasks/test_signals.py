@@ -140,6 +140,7 @@ def test_a_failed_task_sends_its_status_change_and_its_end(received: Recorder) -
     assert received.of("task_finished") == [{"task_id": task.id, "status": "failed"}]
 
 
+@pytest.mark.cancel
 def test_a_cancelled_waiting_task_sends_its_status_change_once(received: Recorder) -> None:
     task = new_task()
     ask(task, "ok")

@@ -285,6 +285,7 @@ def test_a_result_from_the_event_loop_goes_to_django_only_for_a_listener(
     assert hops[0] is service._status_changed and finished == [("heard", TaskStatus.COMPLETED)]
 
 
+@pytest.mark.cancel
 @postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_a_result_for_a_task_no_longer_working_changes_nothing() -> None:

@@ -256,6 +256,7 @@ def test_fail_stores_the_error_object() -> None:
     )
 
 
+@pytest.mark.cancel
 def test_a_terminal_state_never_changes() -> None:
     task = new_task()
     service.complete(task.id, {"content": []})
@@ -266,6 +267,7 @@ def test_a_terminal_state_never_changes() -> None:
     assert (row.status, row.result) == ("completed", {"content": []})
 
 
+@pytest.mark.cancel
 def test_a_late_result_after_cancel_is_refused() -> None:
     task = new_task()
     service.begin_run(task.id, "w")
@@ -275,6 +277,7 @@ def test_a_late_result_after_cancel_is_refused() -> None:
     assert (row.status, row.result) == ("cancelled", None)
 
 
+@pytest.mark.cancel
 def test_cancel_of_a_queued_task_cancels_its_job(
     django_capture_on_commit_callbacks: Any, embedded_queue: Any
 ) -> None:
@@ -287,6 +290,7 @@ def test_cancel_of_a_queued_task_cancels_its_job(
     assert queued_job_ids() == []
 
 
+@pytest.mark.cancel
 def test_cancel_by_another_principal_is_not_found() -> None:
     task = new_task()
     with pytest.raises(task_contract.TaskNotFound):
@@ -294,6 +298,7 @@ def test_cancel_by_another_principal_is_not_found() -> None:
     assert Task.objects.get(pk=task.pk).status == TaskStatus.WORKING
 
 
+@pytest.mark.cancel
 def test_cancel_by_staff_needs_no_principal() -> None:
     task = new_task()
     assert service.cancel(task.id, None).status == TaskStatus.CANCELLED
@@ -327,6 +332,7 @@ def test_add_log_keeps_the_line_with_the_task() -> None:
     assert (entry.level, entry.logger_name, entry.data) == ("warning", "unit", {"detail": 1})
 
 
+@pytest.mark.cancel
 def test_heartbeat_marks_running_tasks_alive_and_returns_their_statuses() -> None:
     running, ended = new_task(), new_task()
     service.begin_run(running.id, "w")
@@ -471,6 +477,7 @@ def test_ask_all_records_a_round_together_or_not_at_all() -> None:
     assert list(task.input_requests.values_list("key", flat=True)) == ["recorded"]
 
 
+@pytest.mark.cancel
 def test_ask_on_a_finished_task_ends_the_tool() -> None:
     task = new_task()
     service.cancel(task.id, None)

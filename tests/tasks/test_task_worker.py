@@ -104,6 +104,7 @@ def test_a_crashing_tool_does_not_disturb_the_other_tasks(
     assert worker.alive()
 
 
+@pytest.mark.cancel
 def test_cancel_gives_a_running_async_tool_cancelled_error_at_once(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
@@ -116,6 +117,7 @@ def test_cancel_gives_a_running_async_tool_cancelled_error_at_once(
     assert client.get(task_id)["status"] == "cancelled"
 
 
+@pytest.mark.cancel
 def test_cancel_stops_a_sync_tool_at_its_next_context_call(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
@@ -129,6 +131,7 @@ def test_cancel_stops_a_sync_tool_at_its_next_context_call(
     assert trivial(client)["status"] == "completed"  # the worker goes on
 
 
+@pytest.mark.cancel
 def test_a_task_past_its_timeout_fails_and_its_tool_is_cancelled(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:

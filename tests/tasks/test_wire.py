@@ -272,7 +272,9 @@ def test_mcp_name_header_other_than_the_task_id_is_a_header_mismatch(client: Any
     assert message["error"]["code"] == -32020
 
 
-@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+@pytest.mark.parametrize(
+    "method", ["tasks/get", "tasks/update", pytest.param("tasks/cancel", marks=pytest.mark.cancel)]
+)
 def test_tasks_methods_without_the_extension_are_a_missing_capability_error(
     client: Any, method: str
 ) -> None:
@@ -292,14 +294,18 @@ def _not_found(client: Any, method: str, task_id: str) -> tuple[int, dict[str, A
     return status, message.get("error", {"unexpected result": message.get("result")})
 
 
-@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+@pytest.mark.parametrize(
+    "method", ["tasks/get", "tasks/update", pytest.param("tasks/cancel", marks=pytest.mark.cancel)]
+)
 def test_unknown_task_is_invalid_params(client: Any, method: str) -> None:
     status, error = _not_found(client, method, "no-such-task-0000000000000000000000000000")
     assert status == 400
     assert error["code"] == -32602
 
 
-@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+@pytest.mark.parametrize(
+    "method", ["tasks/get", "tasks/update", pytest.param("tasks/cancel", marks=pytest.mark.cancel)]
+)
 def test_another_principals_task_is_not_found_like_an_unknown_one(
     task_client: Any, server: Any, method: str
 ) -> None:

@@ -26,7 +26,7 @@ import pytest
 from mcp_tasks.transport.uvicorn_http import accept_wait, listener_of, refusal_response
 from tests.conftest import AsgiServerFactory, LiveServer
 from tests.live import final_message, modern_headers, modern_request
-from tests.test_admission import assert_refused
+from tests.transport.refusals import assert_refused
 
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="TCP_INFO's last_data_recv is read on Linux only"

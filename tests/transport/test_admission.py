@@ -27,6 +27,7 @@ from tests.live import (
     modern_headers,
     modern_request,
 )
+from tests.transport.refusals import assert_refused
 
 pytestmark = [pytest.mark.live]
 
@@ -69,15 +70,6 @@ async def held(
     finally:
         (gate_dir / "gate").write_text("open")
         await asyncio.gather(*calls, return_exceptions=True)
-
-
-def assert_refused(response: httpx.Response) -> None:
-    assert response.status_code == 503, response.text
-    assert int(response.headers["retry-after"]) >= 1
-    message = response.json()
-    assert message["jsonrpc"] == "2.0" and message["id"] is None
-    assert message["error"]["code"] == -32000
-    assert "busy" in message["error"]["message"].lower()
 
 
 async def test_a_post_past_the_limit_is_refused_with_503_and_retry_after(

@@ -1,6 +1,6 @@
 // Drives one background task through the official TypeScript MCP client
 // (@modelcontextprotocol/client) and its tasks extension (@modelcontextprotocol/ext-tasks),
-// against a 2026-07-28 server. Run by tests/test_tasks_ts_client.py:
+// against a 2026-07-28 server. Run by tests/clients/test_tasks_ts_client.py:
 //
 //   node tasks.mjs <mcp url> <scenario> [<arguments as JSON>]
 //
