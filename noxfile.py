@@ -57,13 +57,13 @@ def _with_database(url: str, name: str) -> str:
 #: Run again with ``ALLOW_ANONYMOUS`` off, every client signing in with a bearer token
 #: (``tests/live.py``: ``MCP_TASKS_TEST_ANONYMOUS``): the modules that drive real clients.
 SIGNED_IN_MODULES = [
-    "tests/test_client_modern.py",  # mcp SDK 2.x, both eras
-    "tests/test_client_legacy.py",
-    "tests/test_context_background_task.py",  # the seed's behaviours
-    "tests/test_tasks_fastmcp_client.py",  # FastMCP 4 + fastmcp-tasks
-    "tests/test_tasks_fastmcp3.py",  # FastMCP 3
-    "tests/test_tasks_legacy_mcp1.py",  # mcp SDK 1.x
-    "tests/test_tasks_ts_client.py",  # the TypeScript SDK with ext-tasks
+    "tests/clients/test_modern.py",  # mcp SDK 2.x, both eras
+    "tests/clients/test_legacy.py",
+    "tests/questions/test_context_background_task.py",  # the seed's behaviours
+    "tests/clients/test_tasks_fastmcp_client.py",  # FastMCP 4 + fastmcp-tasks
+    "tests/legacy/test_fastmcp3.py",  # FastMCP 3
+    "tests/legacy/test_mcp1.py",  # mcp SDK 1.x
+    "tests/clients/test_tasks_ts_client.py",  # the TypeScript SDK with ext-tasks
 ]
 
 

@@ -37,7 +37,7 @@ import pytest
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parent.parent
-pytest_plugins = ["tests.worker_fixtures", "tests.legacy_client_fixtures"]
+pytest_plugins = ["tests.worker_fixtures", "tests.legacy_client_fixtures", "tests.browser"]
 
 CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 

@@ -1,6 +1,6 @@
-"""What the protocol-layer unit tests share (``tests/test_protocol_framing.py``,
-``tests/test_protocol_dispatch.py``, ``tests/test_permissions.py``): fakes of the sink and the
-legacy session, request builders, :func:`run` (one request through a :class:`Dispatcher`), and
+"""What the protocol-layer unit tests share (``tests/protocol/test_framing.py``,
+``tests/protocol/test_dispatch.py``, ``tests/signin/test_permissions.py``): fakes of the sink
+and the legacy session, request builders, :func:`run` (one request through a :class:`Dispatcher`), and
 :func:`make_server`, the registry of test tools, prompts and resources that their ``server``
 fixture returns (``test_permissions.py`` has a registry of its own)."""
 

@@ -1,12 +1,13 @@
 """The text of a tool's result, the two shapes the tests read it in.
 
-- :func:`text_of`: an ``mcp`` SDK ``CallToolResult`` (``tests/test_client_*.py``).
+- :func:`text_of`: an ``mcp`` SDK ``CallToolResult`` (``tests/clients/test_modern.py``,
+  ``tests/clients/test_legacy.py``).
 - :func:`task_text_of`: a task dict from ``tasks/get`` over raw HTTP (``tests.task_driver``,
   ``tests.worker_fixtures``' task client), whose ``result`` is a ``CallToolResult`` as JSON.
 
 Not here: ``tests/benchmarks/bench_client.py``'s ``text_of`` (a result dict; it raises the
 benchmark's ``BenchError`` on an error result) and the one inside the FastMCP 4 client script of
-``tests/test_tasks_fastmcp_client.py`` (it runs in FastMCP's own venv, and reads FastMCP's
+``tests/clients/test_tasks_fastmcp_client.py`` (it runs in FastMCP's own venv, and reads FastMCP's
 result objects).
 """
 

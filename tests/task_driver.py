@@ -8,7 +8,8 @@ does: ``tools/call`` → ``CreateTaskResult``, then poll ``tasks/get``; when the
 :func:`django_shell` runs Python in a fresh process with a live server's environment
 (settings, database, Redis), the way an operator's ``manage.py shell`` — or the Django admin —
 reaches the same task service the web processes use. Its last statement's ``result`` comes back
-as JSON.
+as JSON. :func:`wait_released` uses it to wait until tasks parked on a question are held by no
+worker.
 """
 
 from __future__ import annotations
@@ -241,6 +242,29 @@ async def django_shell(
             f"django_shell failed ({process.returncode}):\n{out}\n{stderr.decode(errors='replace')}"
         )
     return json.loads(out.rsplit("@@result@@", 1)[1].strip())
+
+
+async def wait_released(server: LiveServer, task_ids: list[str], timeout: float = 120.0) -> None:
+    """Until every task waits for input with no worker holding it (its job has ended)."""
+    await django_shell(
+        server,
+        """
+        import time
+        from mcp_tasks.models import Task
+        deadline = time.monotonic() + limit
+        while True:
+            parked = Task.objects.filter(pk__in=task_ids, status="input_required", waiting_worker="").count()
+            if parked == len(task_ids):
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"only {parked} of {len(task_ids)} tasks were released")
+            time.sleep(0.1)
+        result = parked
+        """,
+        timeout=timeout + 60,
+        task_ids=task_ids,
+        limit=timeout,
+    )
 
 
 async def gather_limited(limit: int, factories: list[Callable[[], Awaitable[Any]]]) -> list[Any]:

@@ -6,7 +6,7 @@ ten commands (the execution's hash, the job's execution registry, the started re
 the worker's execution index, the job's hash, the intermediate queue); building, sending
 and parsing those cost a busy worker about a third of its CPU. The script reads the jobs
 (given by id, or taken from the queue), writes the same keys with the same values as rq
-(``tests/test_rq_bookkeeping.py`` compares it with rq's own code on a real Redis), forgets
+(``tests/tasks/test_rq_bookkeeping.py`` compares it with rq's own code on a real Redis), forgets
 the task jobs that succeeded meanwhile, and runs atomically, as rq's ``MULTI`` did.
 """
 

@@ -3,7 +3,7 @@
     python mcp1_tasks.py <scenario> <url> '<json options>'
 
 Options common to every scenario: ``token`` (a bearer token). Each scenario prints one
-JSON document (see its function) that ``tests/test_tasks_legacy_mcp1.py`` asserts on.
+JSON document (see its function) that ``tests/legacy/test_mcp1.py`` asserts on.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Tools for the hostile-input tests (``tests/test_hostile_wire.py``): tools whose own output
-cannot be sent or stored as it is, and one that breaks its request past every handler."""
+"""Tools for the hostile-input tests (``tests/transport/test_hostile_wire.py``): tools whose
+own output cannot be sent or stored as it is, and one that breaks its request past every
+handler."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tools for the 2025-11-25 task tests (``tests/test_tasks_legacy_*.py``, ``test_tasks_fastmcp3.py``).
+"""Tools for the 2025-11-25 task tests (``tests/legacy/``).
 
 Each runs as a background task (its ``TaskConfig`` says how) and shows one part of the
 task context to the client: its identity, progress, logs at every level, every kind of

@@ -1,5 +1,5 @@
-"""Background-task tools for ``tests/test_context_background_task.py`` (the FastMCP seed suite,
-ported) and ``tests/test_background_input.py``.
+"""Background-task tools for ``tests/questions/test_context_background_task.py`` (the FastMCP
+seed suite, ported) and ``tests/questions/test_background_input.py``.
 
 Every tool here runs only as a background task (``task="required"``), so a test that gets a
 result from one knows it came from an rq worker. Tools that must tell the test something the
@@ -247,7 +247,7 @@ async def seed_get_user_info(ctx: Context) -> str:
     return "No info"
 
 
-# -- background input: hold window, resume, replay (tests/test_background_input.py) -----------
+# -- background input: hold window, resume, replay (tests/questions/test_background_input.py) ------
 
 
 class AskOutcome(BaseModel):

@@ -228,7 +228,7 @@ async def overrunning_task(marker_dir: str) -> str:
     return "finished in time"
 
 
-# -- per-tool permissions (tests/test_permissions_live.py) --------------------------------
+# -- per-tool permissions (tests/signin/test_permissions_live.py) --------------------------------
 
 
 @mcp.tool(task=True, permissions=["mcp_tasks.view_task"])

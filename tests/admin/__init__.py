@@ -1,0 +1,1 @@
+"""The admin: pages, forms, operator actions, the live admin, real browsers."""

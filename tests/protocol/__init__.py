@@ -1,0 +1,1 @@
+"""The protocol layer without a server: framing, dispatch, registry, request state, JSON text."""

@@ -1,0 +1,1 @@
+"""Resilience: workers, Redis and servers killed or restarted; several ASGI processes."""

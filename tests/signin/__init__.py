@@ -1,0 +1,1 @@
+"""Sign-in and permissions: OAuth, token verifiers, resource metadata, per-tool permissions."""

@@ -1,0 +1,1 @@
+"""The project and the suite itself: checks, docs, layering, the example project, fixtures."""

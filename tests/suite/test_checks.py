@@ -1,0 +1,435 @@
+"""System checks: one behaviour per test, each id covered."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import pytest
+from django.conf import settings
+from django.core.checks import CheckMessage
+from django.test import override_settings
+
+from mcp_tasks import checks
+from mcp_tasks.asgi import mcp_application
+from mcp_tasks.conf import DEFAULTS
+
+IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+REDIS = {
+    "default": {
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"]},
+    }
+}
+
+
+async def django_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Stands in for ``get_asgi_application()``."""
+
+
+routed_application = mcp_application(django_app)
+unrouted_application = django_app
+
+
+class Middleware:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await self.inner(scope, receive, send)
+
+
+wrapped_application = Middleware(routed_application)
+
+
+def ids() -> list[str | None]:
+    return [message.id for message in run()]
+
+
+def run() -> list[CheckMessage]:
+    return checks.check_mcp_tasks()
+
+
+# Settings under which the checks report nothing; each test changes one thing.
+CLEAN = {
+    "ASGI_APPLICATION": "tests.suite.test_checks.routed_application",
+    "CHANNEL_LAYERS": REDIS,
+    "ALLOWED_HOSTS": ["mcp.example.com"],
+    "MCP_TASKS": {},
+    "DEBUG": False,
+}
+
+
+@pytest.fixture(autouse=True)
+def clean_settings() -> Any:
+    with override_settings(**CLEAN):
+        yield
+
+
+def test_clean_settings_report_nothing() -> None:
+    assert run() == []
+
+
+def test_the_example_project_settings_report_nothing() -> None:
+    with override_settings(ASGI_APPLICATION="project.asgi.application", DEBUG=True):
+        assert run() == []
+
+
+# -- E001 ------------------------------------------------------------------------------------
+
+
+def test_missing_daphne_is_e001() -> None:
+    from django.conf import settings
+
+    apps = [app for app in settings.INSTALLED_APPS if app != "daphne"]
+    with override_settings(INSTALLED_APPS=apps):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E001"]
+    assert "Add 'daphne' at the top of INSTALLED_APPS" in (messages[0].hint or "")
+
+
+def test_daphne_after_staticfiles_is_e001() -> None:
+    from django.conf import settings
+
+    apps = [app for app in settings.INSTALLED_APPS if app != "daphne"] + ["daphne"]
+    with override_settings(INSTALLED_APPS=apps):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E001"]
+    assert "Move 'daphne' to the top" in (messages[0].hint or "")
+
+
+def test_unset_asgi_application_is_e001() -> None:
+    with override_settings(ASGI_APPLICATION=None):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E001"]
+    assert "mcp_application(get_asgi_application())" in (messages[0].hint or "")
+
+
+# -- E002 ------------------------------------------------------------------------------------
+
+
+def test_missing_channels_package_is_e002() -> None:
+    real = checks._module_available
+    with mock.patch.object(
+        checks, "_module_available", lambda name: name != "channels" and real(name)
+    ):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E002"]
+    assert "pip install" in (messages[0].hint or "")
+
+
+# -- E003 ------------------------------------------------------------------------------------
+
+
+def test_unknown_mcp_tasks_key_is_e003() -> None:
+    with override_settings(MCP_TASKS={"ALLOWED_ORIGIN": ["https://app.example.com"]}):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E003"]
+    assert "'ALLOWED_ORIGIN'" in messages[0].msg
+    assert "Did you mean 'ALLOWED_ORIGINS'?" in (messages[0].hint or "")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("MAX_BODY_BYTES", "4MB"),
+        ("MAX_BODY_BYTES", True),
+        ("MAX_BODY_BYTES", -1),
+        ("ALLOW_ANONYMOUS", "no"),
+        ("ALLOWED_ORIGINS", "https://app.example.com"),
+        ("PATH", "mcp"),
+        ("SERVER_NAME", ""),
+        ("TOKEN_VERIFIER", 42),
+        ("SSE_KEEPALIVE", "15"),
+        ("SNAPSHOT_HEADERS", [b"user-agent"]),
+        ("EMBEDDED_WORKER", 1),
+        ("TASK_TIMEOUT", None),
+        ("MAX_REQUESTS_IN_PROGRESS", 0),
+        ("MAX_REQUESTS_IN_PROGRESS", -5),
+        ("MAX_REQUESTS_IN_PROGRESS", 10.5),
+        ("MAX_REQUESTS_IN_PROGRESS", "100"),
+        ("MAX_REQUESTS_IN_PROGRESS", True),
+        ("SESSION_CACHE_TTL", -1),
+        ("SITE_URL", "ops.example.com"),
+        ("SITE_URL", "ftp://ops.example.com"),
+        ("NOTIFY_RECIPIENTS", "ops@example.com"),
+        ("NOTIFY_QUESTIONS", "yes"),
+        ("ADMIN_LIVE_PATH", "mcp-tasks/admin-live/"),
+        ("ADMIN_REFRESH_INTERVAL", "5"),
+    ],
+)
+def test_wrong_value_type_is_e003(key: str, value: Any) -> None:
+    with override_settings(MCP_TASKS={key: value}):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E003"]
+    assert repr(key) in messages[0].msg
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("MAX_BODY_BYTES", 1024),
+        ("SSE_KEEPALIVE", 5),
+        ("REQUEST_STATE_TTL", 60.5),
+        ("TOKEN_VERIFIER", "myapp.auth.verify_token"),
+        ("INSTRUCTIONS", "Use the tools wisely."),
+        ("ALLOWED_ORIGINS", ("https://app.example.com",)),
+        ("PATH", "/api/mcp"),
+        ("TASK_TTL", None),
+        ("EMBEDDED_WORKER", True),
+        ("MAX_REQUESTS_IN_PROGRESS", 1),
+        ("MAX_REQUESTS_IN_PROGRESS", None),
+        ("SESSION_CACHE_TTL", 0),
+        ("SITE_URL", "https://ops.example.com"),
+        ("NOTIFY_RECIPIENTS", ["ops@example.com"]),
+        ("NOTIFY_DIGEST_WINDOW", 0),
+        ("ADMIN_LIVE_PATH", "/mcp-tasks/admin-live/"),
+        ("ADMIN_LIVE_PATH", None),
+        ("ADMIN_REFRESH_INTERVAL", 0.5),
+    ],
+)
+def test_valid_values_pass(key: str, value: Any) -> None:
+    with override_settings(MCP_TASKS={key: value}):
+        assert run() == []
+
+
+@pytest.mark.parametrize("key", sorted(DEFAULTS))
+def test_every_default_passes_its_own_check(key: str) -> None:
+    with override_settings(MCP_TASKS={key: DEFAULTS[key]}):
+        assert run() == []
+
+
+def test_mcp_tasks_that_is_not_a_dict_is_e003() -> None:
+    with override_settings(MCP_TASKS=["PATH", "/mcp"]):
+        assert ids() == ["mcp_tasks.E003"]
+
+
+# -- E004 ------------------------------------------------------------------------------------
+
+
+def test_asgi_application_without_the_mcp_route_is_e004() -> None:
+    with override_settings(ASGI_APPLICATION="tests.suite.test_checks.unrouted_application"):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E004"]
+    assert "mcp_application(get_asgi_application())" in (messages[0].hint or "")
+
+
+def test_unimportable_asgi_application_is_e004() -> None:
+    with override_settings(ASGI_APPLICATION="tests.no_such_module.application"):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E004"]
+    assert "could not be imported" in messages[0].msg
+
+
+def test_route_behind_middleware_is_found() -> None:
+    with override_settings(ASGI_APPLICATION="tests.suite.test_checks.wrapped_application"):
+        assert run() == []
+
+
+# -- E005 ------------------------------------------------------------------------------------
+
+
+def test_missing_channel_layer_is_e005() -> None:
+    with override_settings(CHANNEL_LAYERS={}):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E005"]
+    assert "channels_redis.pubsub.RedisPubSubChannelLayer" in (messages[0].hint or "")
+
+
+def test_channel_layer_alias_comes_from_mcp_tasks() -> None:
+    with override_settings(MCP_TASKS={"CHANNEL_LAYER": "mcp"}):
+        assert ids() == ["mcp_tasks.E005"]
+
+
+# -- W001 ------------------------------------------------------------------------------------
+
+
+def test_in_memory_layer_without_debug_is_w001() -> None:
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY, DEBUG=False):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.W001"]
+    assert "SILENCED_SYSTEM_CHECKS" in (messages[0].hint or "")
+
+
+def test_in_process_layer_without_debug_is_w001() -> None:
+    layers = {"default": {"BACKEND": "mcp_tasks.layers.InProcessChannelLayer"}}
+    with override_settings(CHANNEL_LAYERS=layers, DEBUG=False):
+        assert ids() == ["mcp_tasks.W001"]
+
+
+def test_in_memory_layer_with_debug_passes() -> None:
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY, DEBUG=True):
+        assert run() == []
+
+
+# -- W003 / W004: channels_redis' RedisChannelLayer -----------------------------------------
+
+CORE_LAYER = "channels_redis.core.RedisChannelLayer"
+
+
+def core_layer(host: Any) -> dict[str, Any]:
+    return {"default": {"BACKEND": CORE_LAYER, "CONFIG": {"hosts": [host]}}}
+
+
+def test_core_redis_layer_is_w004_pointing_at_the_pubsub_layer() -> None:
+    host = {"address": "redis://127.0.0.1:6379/0", "socket_timeout": 15}
+    with override_settings(CHANNEL_LAYERS=core_layer(host)):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.W004"]
+    assert "channels_redis.pubsub.RedisPubSubChannelLayer" in (messages[0].hint or "")
+
+
+def test_core_redis_host_without_socket_timeout_is_also_w003() -> None:
+    with override_settings(CHANNEL_LAYERS=core_layer("redis://127.0.0.1:6379/0")):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.W004", "mcp_tasks.W003"]
+    assert "socket_timeout" in (messages[1].hint or "")
+
+
+def test_pubsub_layer_without_socket_timeout_passes() -> None:
+    with override_settings(CHANNEL_LAYERS=REDIS):
+        assert run() == []
+
+
+# -- W005: database connections --------------------------------------------------------------
+
+POSTGRES = {"ENGINE": "django.db.backends.postgresql", "NAME": "mcp", "HOST": "db"}
+
+
+@pytest.mark.parametrize(
+    "database",
+    [{**POSTGRES, "CONN_MAX_AGE": 0}, {**POSTGRES, "CONN_MAX_AGE": 0, "OPTIONS": {}}],
+)
+def test_postgresql_without_kept_connections_is_w005(database: dict[str, Any]) -> None:
+    with mock.patch.dict(settings.DATABASES, {"reports": database}):
+        messages = [m for m in run() if m.id == "mcp_tasks.W005"]
+    assert len(messages) == 1
+    assert "DATABASES['reports']" in messages[0].msg
+    assert "CONN_MAX_AGE" in (messages[0].hint or "")
+
+
+@pytest.mark.parametrize(
+    "database",
+    [
+        {**POSTGRES, "CONN_MAX_AGE": 600},
+        {**POSTGRES, "CONN_MAX_AGE": None},
+        {**POSTGRES, "CONN_MAX_AGE": 0, "OPTIONS": {"pool": True}},
+        {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:", "CONN_MAX_AGE": 0},
+    ],
+)
+def test_kept_connections_or_sqlite_pass_w005(database: dict[str, Any]) -> None:
+    with mock.patch.dict(settings.DATABASES, {"reports": database}):
+        assert [m for m in run() if m.id == "mcp_tasks.W005"] == []
+
+
+# -- W002 ------------------------------------------------------------------------------------
+
+
+def test_wildcard_allowed_hosts_is_w002() -> None:
+    with override_settings(ALLOWED_HOSTS=["*"]):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.W002"]
+    assert "ALLOWED_HOSTS" in (messages[0].hint or "")
+
+
+def test_wildcard_allowed_hosts_is_w002_even_with_allowed_origins() -> None:
+    # Same-origin requests are allowed, and with '*' any rebound domain is "same origin".
+    with override_settings(
+        ALLOWED_HOSTS=["*"], MCP_TASKS={"ALLOWED_ORIGINS": ["https://app.example.com"]}
+    ):
+        assert ids() == ["mcp_tasks.W002"]
+
+
+def test_listed_allowed_hosts_pass() -> None:
+    with override_settings(ALLOWED_HOSTS=["mcp.example.com"]):
+        assert run() == []
+
+
+# -- E006: notification mails ------------------------------------------------------------------
+
+
+def test_notifications_without_a_site_url_is_e006() -> None:
+    with override_settings(MCP_TASKS={"NOTIFY_QUESTIONS": True}):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E006"]
+    assert "SITE_URL" in (messages[0].hint or "")
+
+
+def test_notifications_with_a_site_url_pass() -> None:
+    settings_dict = {"NOTIFY_QUESTIONS": True, "SITE_URL": "https://ops.example.com"}
+    with override_settings(MCP_TASKS=settings_dict):
+        assert run() == []
+
+
+def test_checks_are_registered_with_django() -> None:
+    from django.core.checks.registry import registry
+
+    assert checks.check_mcp_tasks in registry.get_checks()
+
+
+# -- E007-E010, W006: OAuth ----------------------------------------------------------------------
+
+
+def test_dot_verifier_without_oauth2_provider_is_e007() -> None:
+    apps_without = [app for app in settings.INSTALLED_APPS if app != "oauth2_provider"]
+    with override_settings(
+        INSTALLED_APPS=apps_without,
+        MCP_TASKS={"TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify"},
+    ):
+        assert ids() == ["mcp_tasks.E007"]
+
+
+def test_dot_verifier_with_oauth2_provider_passes() -> None:
+    with override_settings(MCP_TASKS={"TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify"}):
+        assert run() == []
+
+
+def test_jwks_verifier_without_issuer_is_e008() -> None:
+    with override_settings(
+        MCP_TASKS={
+            "TOKEN_VERIFIER": "mcp_tasks.verifiers.jwks.verify",
+            "JWT_JWKS_URL": "https://issuer.example.com/jwks",
+        }
+    ):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E008"]
+    assert "JWT_ISSUER" in messages[0].msg
+
+
+def test_jwks_verifier_with_issuer_and_keys_passes() -> None:
+    config = {
+        "TOKEN_VERIFIER": "mcp_tasks.verifiers.jwks.verify",
+        "JWT_ISSUER": "https://issuer.example.com",
+        "JWT_JWKS_URL": "https://issuer.example.com/jwks",
+    }
+    with override_settings(MCP_TASKS=config):
+        assert run() == []
+
+
+@pytest.mark.parametrize("resource", ["mcp.example.com/mcp", "https://mcp.example.com/mcp#x"])
+def test_resource_that_is_not_an_absolute_uri_is_e009(resource: str) -> None:
+    with override_settings(MCP_TASKS={"RESOURCE": resource}):
+        assert ids() == ["mcp_tasks.E009"]
+
+
+def test_authorization_servers_without_a_verifier_is_e010() -> None:
+    with override_settings(MCP_TASKS={"AUTHORIZATION_SERVERS": ["https://auth.example.com"]}):
+        assert ids() == ["mcp_tasks.E010"]
+
+
+def test_plain_http_authorization_server_is_w006() -> None:
+    config = {
+        "AUTHORIZATION_SERVERS": ["http://auth.example.com"],
+        "TOKEN_VERIFIER": "myapp.verify",
+    }
+    with override_settings(MCP_TASKS=config):
+        assert ids() == ["mcp_tasks.W006"]
+
+
+def test_localhost_http_authorization_server_passes() -> None:
+    config = {
+        "AUTHORIZATION_SERVERS": ["http://127.0.0.1:8000"],
+        "TOKEN_VERIFIER": "myapp.verify",
+    }
+    with override_settings(MCP_TASKS=config):
+        assert run() == []

@@ -1,0 +1,198 @@
+"""The package's layering (``docs/architecture.md``), read from the import statements of
+every module of ``mcp_tasks``: no import runs up a layer, the protocol and the task engine
+never import each other, and no function-level import hides a cycle."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "mcp_tasks"
+
+#: Lowest first. A module may import its own layer and the layers of a lower rank; layers
+#: of one rank are siblings that never import each other.
+LAYERS: dict[str, tuple[int, frozenset[str]]] = {
+    "base": (
+        0,
+        frozenset(
+            {
+                "auth",
+                "background",
+                "conf",
+                "db",
+                "exceptions",
+                "gc_freeze",
+                "groups",
+                "jsonrpc",
+                "jsontext",
+                "layers",
+                "task_contract",
+            }
+        ),
+    ),
+    "persistence": (1, frozenset({"models", "migrations", "sessions", "signals", "stream_events"})),
+    "authoring": (
+        2,
+        frozenset(
+            {
+                "context",
+                "elicitation",
+                "inputs",
+                "lifespan",
+                "permissions",
+                "server",
+                "tool_call",
+                "verifiers",
+            }
+        ),
+    ),
+    "protocol": (3, frozenset({"protocol"})),
+    "task engine": (3, frozenset({"tasks"})),
+    "transport": (4, frozenset({"transport"})),
+    "admin": (
+        5,
+        frozenset({"admin", "admin_actions", "admin_forms", "admin_live", "templatetags"}),
+    ),
+    "composition": (
+        6,
+        frozenset({"__init__", "apps", "asgi", "checks", "endpoint", "management", "oauth_checks"}),
+    ),
+}
+
+#: Modules whose imports inside functions are there for Django's start-up order, not to
+#: hide a cycle: ``AppConfig.ready`` imports what needs the app registry; ``asgi.py`` is
+#: imported by a project's ``asgi.py``, whose order of set-up it cannot know.
+LATE_IMPORTS_ALLOWED = frozenset({"mcp_tasks.apps", "mcp_tasks.asgi"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Import:
+    source: str
+    target: str
+    line: int
+    in_function: bool
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(name: str) -> bool:
+    base = PACKAGE.parent.joinpath(*name.split("."))
+    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
+
+
+def _imports(path: Path, text: str | None = None) -> Iterator[Import]:
+    """The imports of package modules in the module at ``path`` (``text``: its source)."""
+    source = _module_name(path)
+    package = source if path.name == "__init__.py" else source.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8") if text is None else text)
+    functions = [
+        node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+    in_functions = {id(inner) for function in functions for inner in ast.walk(function)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            targets = [
+                f"{module}.{alias.name}" if _is_module(f"{module}.{alias.name}") else module
+                for alias in node.names
+            ]
+        else:
+            continue
+        for target in dict.fromkeys(targets):
+            if target.split(".")[0] == "mcp_tasks" and target != source:
+                yield Import(source, target, node.lineno, id(node) in in_functions)
+
+
+def _all_imports() -> list[Import]:
+    return [found for path in sorted(PACKAGE.rglob("*.py")) for found in _imports(path)]
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    key = parts[1] if len(parts) > 1 else "__init__"
+    for name, (_, members) in LAYERS.items():
+        if key in members:
+            return name
+    raise LookupError(f"{module} is in no layer: add it to LAYERS")
+
+
+def violations(imports: list[Import]) -> list[str]:
+    """Every import that runs up a layer or across siblings."""
+    found = []
+    for item in imports:
+        source, target = layer_of(item.source), layer_of(item.target)
+        if source == target:
+            continue
+        if LAYERS[target][0] >= LAYERS[source][0]:
+            found.append(f"{item.source}:{item.line} ({source}) imports {item.target} ({target})")
+    return found
+
+
+def test_every_module_is_in_a_layer() -> None:
+    modules = {_module_name(path) for path in PACKAGE.rglob("*.py")}
+    for module in modules:
+        layer_of(module)  # raises for a module no layer claims
+    assert len(modules) > 50  # the scan saw the package
+
+
+def test_no_import_runs_up_a_layer_or_across_siblings() -> None:
+    imports = _all_imports()
+    assert any(item.target == "mcp_tasks.jsonrpc" for item in imports)  # the scan sees imports
+    assert violations(imports) == []
+
+
+def test_no_function_level_import_inside_the_package() -> None:
+    late = [
+        f"{item.source}:{item.line} imports {item.target}"
+        for item in _all_imports()
+        if item.in_function and item.source not in LATE_IMPORTS_ALLOWED
+    ]
+    assert late == []
+
+
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [
+        ("mcp_tasks.protocol.dispatch", "mcp_tasks.tasks.engine"),  # siblings
+        ("mcp_tasks.tasks.job", "mcp_tasks.protocol.constants"),  # siblings
+        ("mcp_tasks.models", "mcp_tasks.server"),  # up
+        ("mcp_tasks.protocol.handlers", "mcp_tasks.transport.http"),  # up
+    ],
+)
+def test_the_check_refuses_an_upward_or_sideways_import(source: str, target: str) -> None:
+    assert violations([Import(source, target, 1, in_function=False)]) != []
+
+
+def test_the_scan_finds_function_level_imports() -> None:
+    text = "from . import queue\n\ndef later():\n    from ..server import mcp\n"
+    found = _imports(PACKAGE / "tasks" / "service.py", text)
+    assert [(item.target, item.in_function) for item in found] == [
+        ("mcp_tasks.tasks.queue", False),
+        ("mcp_tasks.server", True),
+    ]
+
+
+def test_the_architecture_page_names_files_that_exist() -> None:
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`((?:[a-z_]+/)*[a-z_]+\.py)`", text))
+    assert len(named) > 10
+    missing = [
+        name
+        for name in sorted(named)
+        if not (PACKAGE / name).exists() and not (PACKAGE.parent / name).exists()
+    ]
+    assert missing == []

@@ -1,0 +1,1 @@
+"""The task engine: the tasks extension on the wire, the service, rows, workers, rq bookkeeping."""

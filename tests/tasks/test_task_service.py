@@ -1,0 +1,706 @@
+"""The task service (``mcp_tasks.tasks.service``) and the snapshot crypto, in process with
+the ORM. Jobs go to the embedded in-process fake Redis (``EMBEDDED_WORKER``), whose queue
+the tests inspect; no worker runs them here (the live tests do)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+from rq.job import Job, JobStatus
+
+from mcp_tasks import task_contract
+from mcp_tasks.models import (
+    InputRequest,
+    InputRequestStatus,
+    Task,
+    TaskLogEntry,
+    TaskSnapshot,
+    TaskStatus,
+)
+from mcp_tasks.tasks import crypto, notify, queue, service
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("embedded_queue")]
+
+SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+ELICIT = {"message": "Proceed?", "requestedSchema": SCHEMA}
+
+
+def new_task(**overrides: Any) -> Task:
+    fields: dict[str, Any] = {
+        "tool_name": "trivial_task",
+        "arguments": {"n": 1},
+        "principal_scope": "client:client-alice:alice",
+        "era": "modern",
+        "protocol_version": "2026-07-28",
+        "client_info": {"name": "unit", "version": "1"},
+        "client_capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "origin_request_id": "call-1",
+        "access_token": {
+            "token": "valid-alice",
+            "client_id": "client-alice",
+            "scopes": [],
+            "expires_at": None,
+            "claims": {},
+        },
+        "headers": {"x-request-id": "rid-1"},
+    }
+    fields.update(overrides)
+    return service.create_task(task_contract.NewTask(**fields))
+
+
+def queued_job_ids() -> list[str]:
+    return list(queue.get_queue("mcp_tasks").job_ids)
+
+
+def age(task: Task, seconds: float, **fields: Any) -> None:
+    """Move the task's timestamps ``seconds`` into the past."""
+    past = timezone.now() - timedelta(seconds=seconds)
+    Task.objects.filter(pk=task.pk).update(**dict.fromkeys(fields or {"updated_at": None}, past))
+
+
+# -- creating and reading ---------------------------------------------------------------------
+
+
+def test_create_task_records_the_task_and_its_snapshot() -> None:
+    task = new_task()
+    stored = Task.objects.get(pk=task.pk)
+    assert stored.status == TaskStatus.WORKING
+    assert stored.origin_request_id == "call-1"
+    assert stored.session_id  # never empty, even without a legacy session
+    snapshot = TaskSnapshot.objects.get(task=task)
+    assert snapshot.protocol_version == "2026-07-28"
+    assert snapshot.client_capabilities == {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def test_create_task_records_the_client_of_the_token() -> None:
+    assert new_task().client_id == "client-alice"
+    assert new_task(access_token=None, principal_scope="user:3").client_id == ""
+
+
+def test_create_task_queues_a_job_whose_id_derives_from_the_task_id() -> None:
+    task = new_task()
+    assert queued_job_ids() == [f"mcp_tasks-{task.id}-0"]
+
+
+def test_task_ids_are_high_entropy_and_distinct() -> None:
+    ids = {new_task().id for _ in range(5)}
+    assert len(ids) == 5
+    assert all(len(task_id) >= 43 for task_id in ids)
+
+
+@override_settings(MCP_TASKS={"EMBEDDED_WORKER": True, "TASK_TTL": 60, "TASK_POLL_INTERVAL": 0.25})
+def test_create_task_uses_the_configured_ttl_and_poll_interval() -> None:
+    task = new_task()
+    assert task.ttl_ms == 60_000
+    assert task.poll_interval_ms == 250
+    assert task.expires_at == task.created_at + timedelta(seconds=60)
+
+
+@override_settings(MCP_TASKS={"EMBEDDED_WORKER": True, "TASK_TTL": None})
+def test_task_ttl_none_keeps_the_task_forever() -> None:
+    task = new_task()
+    assert task.ttl_ms is None and task.expires_at is None
+
+
+def test_tool_task_config_ttl_wins_over_the_setting() -> None:
+    task = new_task(ttl=5, poll_interval=2)
+    assert (task.ttl_ms, task.poll_interval_ms) == (5000, 2000)
+
+
+def test_create_task_fails_the_task_when_the_queue_is_unavailable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(task: Task) -> None:
+        raise ConnectionError("redis is down")
+
+    monkeypatch.setattr(queue, "enqueue", broken)
+    with pytest.raises(RuntimeError, match="queue is unavailable"):
+        new_task()
+    (task,) = Task.objects.all()
+    assert task.status == TaskStatus.FAILED
+    assert task.status_message == "The task could not be queued"
+
+
+def test_snapshot_secrets_are_sealed_and_open_again() -> None:
+    task = new_task()
+    sealed = TaskSnapshot.objects.get(task=task).sealed
+    assert "valid-alice" not in sealed and "rid-1" not in sealed
+    secrets = service.snapshot_secrets(Task.objects.get(pk=task.pk))
+    assert secrets["access_token"]["token"] == "valid-alice"
+    assert secrets["headers"] == {"x-request-id": "rid-1"}
+
+
+def test_a_snapshot_with_no_secrets_seals_nothing() -> None:
+    task = new_task(principal_scope="anonymous", access_token=None, headers={})
+    assert TaskSnapshot.objects.get(task=task).sealed == ""
+    assert service.snapshot_secrets(Task.objects.get(pk=task.pk)) == {}
+    with_header = new_task(principal_scope="anonymous", access_token=None)
+    assert TaskSnapshot.objects.get(task=with_header).sealed.startswith("m1.")
+
+
+def test_get_task_finds_the_callers_task() -> None:
+    task = new_task()
+    assert service.get_task(task.id, "client:client-alice:alice").pk == task.pk
+
+
+def test_get_task_of_another_principal_is_not_found() -> None:
+    task = new_task()
+    with pytest.raises(task_contract.TaskNotFound):
+        service.get_task(task.id, "client:client-bob:bob")
+
+
+def test_get_task_of_an_expired_task_is_not_found() -> None:
+    task = new_task(ttl=60)
+    Task.objects.filter(pk=task.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    with pytest.raises(task_contract.TaskNotFound):
+        service.get_task(task.id, "client:client-alice:alice")
+
+
+@pytest.mark.parametrize("task_id", [None, 42, "", "x" * 65, ["list"]])
+def test_get_task_rejects_malformed_ids_as_not_found(task_id: Any) -> None:
+    with pytest.raises(task_contract.TaskNotFound):
+        service.get_task(task_id, "anonymous")
+
+
+# -- the worker's transitions -------------------------------------------------------------------
+
+
+def test_begin_run_marks_the_task_working_on_a_worker() -> None:
+    task = new_task()
+    started = service.begin_run(task.id, "host:1:2")
+    assert started is not None
+    row = Task.objects.get(pk=task.pk)
+    assert (row.status, row.status_message, row.worker_name) == ("working", "Working", "host:1:2")
+    assert row.started_at is not None and row.heartbeat_at is not None
+
+
+def test_begin_run_of_a_finished_task_does_nothing() -> None:
+    task = new_task()
+    service.complete(task.id, {"content": []})
+    assert service.begin_run(task.id, "w") is None
+
+
+def test_begin_run_of_an_unknown_task_does_nothing() -> None:
+    assert service.begin_run("no-such-task", "w") is None
+
+
+def test_complete_stores_the_result() -> None:
+    task = new_task()
+    assert service.complete(task.id, {"content": [{"type": "text", "text": "ok"}]}) is True
+    row = Task.objects.get(pk=task.pk)
+    assert row.status == TaskStatus.COMPLETED and row.status_message == "Completed"
+    assert row.result == {"content": [{"type": "text", "text": "ok"}]}
+    assert row.finished_at is not None
+
+
+@pytest.mark.parametrize("is_error", [False, True])
+def test_a_completed_task_reads_as_the_fields_its_change_carries_say(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any, is_error: bool
+) -> None:
+    """A waiting ``tasks/get`` answers from the change that ended the task: what it then
+    answers is what a read of the row would have answered."""
+    from mcp_tasks.protocol.task_shapes import detailed_task
+
+    published: list[dict[str, Any] | None] = []
+    monkeypatch.setattr(
+        notify, "publish_task_change", lambda *args, final=None, **_: published.append(final)
+    )
+    task = new_task()
+    before = service.get_task(task.id, task.principal_scope)
+    result = {
+        "content": [{"type": "text", "text": "é ✓"}],
+        "structuredContent": {"big": 10**30, "ratio": 0.1},  # past msgpack's integers
+        "isError": is_error,
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        assert service.complete(task.id, result)
+    (final,) = published
+    assert final is not None
+    after = service.get_task(task.id, task.principal_scope)
+    assert detailed_task(service.with_final_fields(before, final)) == detailed_task(after)
+
+
+def test_a_large_result_is_not_carried_by_the_change(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    published: list[dict[str, Any] | None] = []
+    monkeypatch.setattr(
+        notify, "publish_task_change", lambda *args, final=None, **_: published.append(final)
+    )
+    task = new_task()
+    text = "x" * service.FINAL_FIELDS_MAX
+    with django_capture_on_commit_callbacks(execute=True):
+        assert service.complete(task.id, {"content": [{"type": "text", "text": text}]})
+    assert published == [None]  # the waiting request reads the task back
+
+
+def test_complete_with_an_is_error_result_says_so() -> None:
+    task = new_task()
+    service.complete(task.id, {"content": [], "isError": True})
+    assert Task.objects.get(pk=task.pk).status_message == "Completed with an error"
+
+
+def test_fail_stores_the_error_object() -> None:
+    task = new_task()
+    assert service.fail(task.id, {"code": -32603, "message": "boom"}) is True
+    row = Task.objects.get(pk=task.pk)
+    assert (row.status, row.error, row.status_message) == (
+        "failed",
+        {"code": -32603, "message": "boom"},
+        "boom",
+    )
+
+
+@pytest.mark.cancel
+def test_a_terminal_state_never_changes() -> None:
+    task = new_task()
+    service.complete(task.id, {"content": []})
+    assert service.fail(task.id, {"code": -1, "message": "late"}) is False
+    assert service.complete(task.id, {"content": [{"type": "text", "text": "late"}]}) is False
+    service.cancel(task.id, "client:client-alice:alice")
+    row = Task.objects.get(pk=task.pk)
+    assert (row.status, row.result) == ("completed", {"content": []})
+
+
+@pytest.mark.cancel
+def test_a_late_result_after_cancel_is_refused() -> None:
+    task = new_task()
+    service.begin_run(task.id, "w")
+    service.cancel(task.id, "client:client-alice:alice")
+    assert service.complete(task.id, {"content": [{"type": "text", "text": "late"}]}) is False
+    row = Task.objects.get(pk=task.pk)
+    assert (row.status, row.result) == ("cancelled", None)
+
+
+@pytest.mark.cancel
+def test_cancel_of_a_queued_task_cancels_its_job(
+    django_capture_on_commit_callbacks: Any, embedded_queue: Any
+) -> None:
+    task = new_task()
+    with django_capture_on_commit_callbacks(execute=True):
+        service.cancel(task.id, "client:client-alice:alice")
+    assert Task.objects.get(pk=task.pk).status == TaskStatus.CANCELLED
+    job = Job.fetch(f"mcp_tasks-{task.id}-0", connection=embedded_queue)
+    assert job.get_status() == JobStatus.CANCELED
+    assert queued_job_ids() == []
+
+
+@pytest.mark.cancel
+def test_cancel_by_another_principal_is_not_found() -> None:
+    task = new_task()
+    with pytest.raises(task_contract.TaskNotFound):
+        service.cancel(task.id, "anonymous")
+    assert Task.objects.get(pk=task.pk).status == TaskStatus.WORKING
+
+
+@pytest.mark.cancel
+def test_cancel_by_staff_needs_no_principal() -> None:
+    task = new_task()
+    assert service.cancel(task.id, None).status == TaskStatus.CANCELLED
+
+
+def test_report_progress_sets_the_fields_and_the_status_message() -> None:
+    task = new_task()
+    service.report_progress(task.id, 2, 4, "half way")
+    row = Task.objects.get(pk=task.pk)
+    assert (row.progress, row.progress_total, row.status_message) == (2, 4, "half way")
+
+
+def test_report_progress_without_a_message_shows_the_fraction() -> None:
+    task = new_task()
+    service.report_progress(task.id, 3, 4, None)
+    assert Task.objects.get(pk=task.pk).status_message == "3/4"
+
+
+def test_report_progress_after_the_end_is_ignored() -> None:
+    task = new_task()
+    service.complete(task.id, {"content": []})
+    service.report_progress(task.id, 1, 2, "too late")
+    row = Task.objects.get(pk=task.pk)
+    assert (row.progress, row.status_message) == (None, "Completed")
+
+
+def test_add_log_keeps_the_line_with_the_task() -> None:
+    task = new_task()
+    service.add_log(task.id, "warning", "unit", {"detail": 1})
+    entry = TaskLogEntry.objects.get(task=task)
+    assert (entry.level, entry.logger_name, entry.data) == ("warning", "unit", {"detail": 1})
+
+
+@pytest.mark.cancel
+def test_heartbeat_marks_running_tasks_alive_and_returns_their_statuses() -> None:
+    running, ended = new_task(), new_task()
+    service.begin_run(running.id, "w")
+    service.begin_run(ended.id, "w")
+    service.cancel(ended.id, None)
+    age(running, 60, heartbeat_at=None)
+    age(ended, 60, heartbeat_at=None)
+    statuses = service.heartbeat([running.id, ended.id, "no-such-task"])
+    assert statuses == {running.id: "working", ended.id: "cancelled"}  # gone: missing
+    beats = dict(Task.objects.values_list("id", "heartbeat_at"))
+    running_beat, ended_beat = beats[running.id], beats[ended.id]
+    assert running_beat is not None and ended_beat is not None
+    assert timezone.now() - running_beat < timedelta(seconds=5)
+    assert timezone.now() - ended_beat > timedelta(seconds=50)  # terminal: left alone
+
+
+# -- liveness and housekeeping --------------------------------------------------------------------
+
+
+@override_settings(MCP_TASKS={"EMBEDDED_WORKER": True, "TASK_LOST_AFTER": 10})
+def test_a_task_whose_heartbeat_stopped_fails() -> None:
+    task = new_task()
+    service.begin_run(task.id, "w")
+    age(task, 11, heartbeat_at=None)
+    assert service.check_liveness(Task.objects.get(pk=task.pk)) is True
+    row = Task.objects.get(pk=task.pk)
+    assert row.status == TaskStatus.FAILED
+    assert "stopped unexpectedly" in row.status_message
+
+
+@override_settings(MCP_TASKS={"EMBEDDED_WORKER": True, "TASK_LOST_AFTER": 10})
+def test_a_task_with_a_recent_heartbeat_is_left_alone() -> None:
+    task = new_task()
+    service.begin_run(task.id, "w")
+    assert service.check_liveness(Task.objects.get(pk=task.pk)) is False
+
+
+@override_settings(MCP_TASKS={"EMBEDDED_WORKER": True, "TASK_REQUEUE_AFTER": 10})
+def test_a_queued_task_whose_job_vanished_is_queued_again(
+    django_capture_on_commit_callbacks: Any, embedded_queue: Any
+) -> None:
+    task = new_task()
+    embedded_queue.flushall()  # Redis restarted without persistence
+    age(task, 11)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert service.check_liveness(Task.objects.get(pk=task.pk)) is True
+    assert Task.objects.get(pk=task.pk).runs == 1
+    assert queued_job_ids() == [f"mcp_tasks-{task.id}-1"]
+
+
+@override_settings(MCP_TASKS={"EMBEDDED_WORKER": True, "TASK_REQUEUE_AFTER": 10})
+def test_a_queued_task_whose_job_is_still_queued_is_left_alone() -> None:
+    task = new_task()
+    age(task, 11)
+    assert service.check_liveness(Task.objects.get(pk=task.pk)) is False
+    assert queued_job_ids() == [f"mcp_tasks-{task.id}-0"]
+
+
+def test_recover_stalled_counts_the_tasks_it_changed() -> None:
+    with override_settings(MCP_TASKS={"EMBEDDED_WORKER": True, "TASK_LOST_AFTER": 10}):
+        task = new_task()
+        service.begin_run(task.id, "w")
+        age(task, 11, heartbeat_at=None)
+        new_task()  # healthy
+        assert service.recover_stalled() == 1
+
+
+def test_purge_expired_deletes_expired_tasks_with_their_rows() -> None:
+    expired = new_task(ttl=60)
+    kept = new_task(ttl=60)
+    service.add_log(expired.id, "info", None, "line")
+    Task.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    service.purge_expired()
+    assert list(Task.objects.values_list("pk", flat=True)) == [kept.pk]
+    assert not TaskSnapshot.objects.filter(task_id=expired.pk).exists()
+    assert not TaskLogEntry.objects.filter(task_id=expired.pk).exists()
+
+
+def test_purge_expired_returns_the_number_of_tasks_deleted() -> None:
+    expired = new_task(ttl=60)
+    service.add_log(expired.id, "info", None, "line")
+    Task.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert service.purge_expired() == 1
+
+
+# -- questions ------------------------------------------------------------------------------------------
+
+
+def asked(task: Task, key: str | None = "ok", sequence: int = 1) -> InputRequest:
+    return service.ask(task.id, sequence, "elicitation/create", ELICIT, "w", key)
+
+
+def test_ask_records_the_question_and_sets_input_required() -> None:
+    task = new_task()
+    request = asked(task)
+    row = Task.objects.get(pk=task.pk)
+    assert (row.status, row.status_message, row.waiting_worker) == (
+        "input_required",
+        "Proceed?",
+        "w",
+    )
+    assert (request.key, request.status) == ("ok", InputRequestStatus.PENDING)
+
+
+def test_ask_replayed_with_the_same_question_finds_the_recorded_one() -> None:
+    task = new_task()
+    first = asked(task)
+    assert asked(task).pk == first.pk
+
+
+def test_ask_replayed_with_a_different_question_is_a_replay_mismatch() -> None:
+    task = new_task()
+    asked(task)
+    with pytest.raises(service.ReplayMismatch):
+        service.ask(
+            task.id, 1, "elicitation/create", {**ELICIT, "message": "Something else?"}, "w", "ok"
+        )
+
+
+def test_ask_all_records_a_round_with_consecutive_sequences() -> None:
+    task = new_task()
+    rows = service.ask_all(
+        task.id, 3, [("elicitation/create", ELICIT, "name"), ("roots/list", {}, "roots")], "w"
+    )
+    assert [(row.key, row.sequence) for row in rows] == [("name", 3), ("roots", 4)]
+    assert Task.objects.get(pk=task.pk).status == "input_required"
+
+
+def test_ask_all_records_a_round_together_or_not_at_all() -> None:
+    # A poll must never see part of a round: here the round's second question fails
+    # (it differs from the one recorded at its place), so its first is not kept either.
+    task = new_task()
+    asked(task, key="recorded", sequence=2)
+    other = {**ELICIT, "message": "Something else?"}
+    with pytest.raises(service.ReplayMismatch):
+        service.ask_all(
+            task.id,
+            1,
+            [("elicitation/create", ELICIT, "first"), ("elicitation/create", other, "second")],
+            "w",
+        )
+    assert list(task.input_requests.values_list("key", flat=True)) == ["recorded"]
+
+
+@pytest.mark.cancel
+def test_ask_on_a_finished_task_ends_the_tool() -> None:
+    task = new_task()
+    service.cancel(task.id, None)
+    with pytest.raises(service.TaskEnded):
+        asked(task)
+
+
+def test_question_keys_are_never_reused_within_a_task() -> None:
+    task = new_task()
+    first = asked(task, key="same", sequence=1)
+    second = asked(task, key="same", sequence=2)
+    assert first.key == "same" and second.key != "same"
+
+
+def test_answer_is_validated_against_the_requested_schema() -> None:
+    task = new_task()
+    asked(task)
+    with pytest.raises(task_contract.InvalidAnswer):
+        service.answer(
+            task.id,
+            "ok",
+            {"action": "accept", "content": {"ok": "yes"}},
+            principal_scope=None,
+            answered_by="t",
+        )
+    assert InputRequest.objects.get(task=task).status == InputRequestStatus.PENDING
+
+
+def test_answer_to_an_unknown_key_is_ignored() -> None:
+    task = new_task()
+    asked(task)
+    assert (
+        service.answer(task.id, "nope", {"action": "cancel"}, principal_scope=None, answered_by="t")
+        is False
+    )
+
+
+def test_the_first_answer_wins() -> None:
+    task = new_task()
+    asked(task)
+    assert (
+        service.answer(
+            task.id,
+            "ok",
+            {"action": "accept", "content": {"ok": True}},
+            principal_scope=None,
+            answered_by="a",
+        )
+        is True
+    )
+    assert (
+        service.answer(task.id, "ok", {"action": "decline"}, principal_scope=None, answered_by="b")
+        is False
+    )
+    assert InputRequest.objects.get(task=task).response == {
+        "action": "accept",
+        "content": {"ok": True},
+    }
+
+
+def test_answer_by_another_principal_is_refused() -> None:
+    """Refused, or (``not_found_raises``, as ``tasks/update`` asks) not found, the same as an
+    unknown task; nothing is recorded."""
+    task = new_task()
+    asked(task)
+    decline = {"action": "decline"}
+    assert (
+        service.answer(task.id, "ok", decline, principal_scope="anonymous", answered_by="x")
+        is False
+    )
+    for task_id in (task.id, "no-such-task"):
+        with pytest.raises(task_contract.TaskNotFound):
+            service.answer(
+                task_id,
+                "ok",
+                decline,
+                principal_scope="anonymous",
+                answered_by="x",
+                not_found_raises=True,
+            )
+    assert service.answers_of(task.id, ["ok"]) == [None]
+    assert task.input_requests.get(key="ok").status == InputRequestStatus.PENDING
+
+
+def test_answering_while_a_worker_waits_wakes_it_without_a_new_job() -> None:
+    task = new_task()
+    asked(task)
+    queued_before = queued_job_ids()
+    service.answer(task.id, "ok", {"action": "decline"}, principal_scope=None, answered_by="t")
+    row = Task.objects.get(pk=task.pk)
+    assert (row.status, row.runs) == ("working", 0)
+    assert queued_job_ids() == queued_before
+
+
+def accept_as_staff(task: Task) -> None:
+    """Answer the question ``ok`` with an accepted form, as staff in the admin would."""
+    service.answer(
+        task.id,
+        "ok",
+        {"action": "accept", "content": {"ok": True}},
+        principal_scope=None,
+        answered_by="t",
+    )
+
+
+def test_the_wake_up_brings_the_committed_answer_to_the_waiting_worker(
+    django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker goes on with the answer its wake-up carries (no read back); other
+    watchers hear only the status."""
+    task = new_task()
+    service.begin_run(task.id, "w")
+    asked(task)
+    sent: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(notify, "publish_task_change", lambda *args: sent.append(args))
+    with django_capture_on_commit_callbacks(execute=True):
+        accept_as_staff(task)
+    [(task_id, status, _session, worker, answers)] = sent
+    assert (task_id, status, worker) == (task.id, "working", "w")
+    assert answers == {"ok": service.answers_of(task.id, ["ok"])[0]}
+    assert answers["ok"]["content"] == {"ok": True}
+
+
+def test_the_last_answer_resumes_a_released_task_on_a_new_job(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    task = new_task()
+    asked(task)
+    assert service.release(task.id) is False  # the worker let go
+    with django_capture_on_commit_callbacks(execute=True):
+        accept_as_staff(task)
+    row = Task.objects.get(pk=task.pk)
+    assert (row.status, row.status_message, row.runs) == ("working", "Answered; resuming", 1)
+    assert f"mcp_tasks-{task.id}-1" in queued_job_ids()
+
+
+@override_settings(MCP_TASKS={"EMBEDDED_WORKER": True, "INPUT_TIMEOUT": 10})
+def test_questions_past_the_input_timeout_expire() -> None:
+    task = new_task()
+    request = asked(task)
+    InputRequest.objects.filter(pk=request.pk).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert service.expire_questions() == 1
+    assert InputRequest.objects.get(pk=request.pk).status == InputRequestStatus.EXPIRED
+    assert service.answers_of(task.id, ["ok", None, "no-such-key"]) == [service.EXPIRED, None, None]
+
+
+# -- snapshot crypto ----------------------------------------------------------------------------------
+
+
+def test_seal_and_unseal_round_trip() -> None:
+    value = {"access_token": {"token": "t0ken"}, "headers": {"a": "b"}}
+    sealed = crypto.seal(value)
+    assert "t0ken" not in sealed
+    assert crypto.unseal(sealed) == value
+
+
+def test_sealing_twice_gives_different_texts() -> None:
+    assert crypto.seal({"a": 1}) != crypto.seal({"a": 1})
+
+
+def test_unseal_with_a_rotated_key_uses_the_fallbacks() -> None:
+    with override_settings(SECRET_KEY="old-key-" + "a" * 40):
+        sealed = crypto.seal({"secret": 1})
+    with override_settings(
+        SECRET_KEY="new-key-" + "b" * 40, SECRET_KEY_FALLBACKS=["old-key-" + "a" * 40]
+    ):
+        assert crypto.unseal(sealed) == {"secret": 1}
+
+
+def test_unseal_without_the_key_raises_a_clear_error() -> None:
+    with override_settings(SECRET_KEY="old-key-" + "a" * 40):
+        sealed = crypto.seal({"secret": 1})
+    with (
+        override_settings(SECRET_KEY="new-key-" + "b" * 40),
+        pytest.raises(crypto.SnapshotDecryptionError, match="SECRET_KEY_FALLBACKS"),
+    ):
+        crypto.unseal(sealed)
+
+
+@pytest.mark.parametrize("text", ["m2.abc", "m1.!!!", "m1." + "A" * 40])
+def test_unseal_of_a_corrupt_snapshot_raises_snapshot_decryption_error(text: str) -> None:
+    with pytest.raises(crypto.SnapshotDecryptionError):
+        crypto.unseal(text)
+
+
+# -- queries per step (the hot path stays a handful of statements) ---------------------------------
+
+
+def test_each_step_of_a_trivial_task_costs_a_bounded_number_of_queries(
+    django_assert_max_num_queries: Any,
+) -> None:
+    # Savepoints count where a step is a transaction: the test itself runs in one.
+    # PostgreSQL writes the task with its snapshot in one statement; SQLite in a transaction.
+    postgres = connection.vendor == "postgresql"
+    with django_assert_max_num_queries(1 if postgres else 4):
+        task = new_task()
+    with django_assert_max_num_queries(1):  # tasks/get: one precompiled read
+        service.get_task(task.id, "client:client-alice:alice")
+    with django_assert_max_num_queries(1 if postgres else 2):  # the job starts: update, read
+        running = service.begin_run(task.id, "w", 0)
+    assert running is not None
+    with django_assert_max_num_queries(1):  # the tool returned: one conditional update
+        assert service.complete(running, {"content": []}) is True
+    with django_assert_max_num_queries(2):  # the heartbeat of every running task at once
+        service.heartbeat([task.id])
+
+
+def test_a_question_and_its_answer_cost_a_bounded_number_of_queries(
+    django_assert_max_num_queries: Any,
+) -> None:
+    task = new_task()
+    service.begin_run(task.id, "w", 0)
+    with django_assert_max_num_queries(6):  # one transaction, whatever the round's size
+        (request,) = service.ask_all(task.id, 1, [("elicitation/create", ELICIT, "ok")], "w")
+    assert service.answer_in(request) is None
+    with django_assert_max_num_queries(1):
+        assert service.answers_of(task.id, ["ok"]) == [None]
+    answer = {"action": "accept", "content": {"ok": True}}
+    # A savepoint, the locked task, its questions, the answer, the task: 6 with the release.
+    with django_assert_max_num_queries(6):
+        assert service.answer(
+            task.id, "ok", answer, principal_scope="client:client-alice:alice", answered_by="client"
+        )
+    assert service.answers_of(task.id, ["ok", "other"]) == [answer, None]

@@ -1,0 +1,1 @@
+"""The HTTP transport: guards, hostile input, fuzzing, admission, the channel layer, processes."""
