@@ -22,19 +22,12 @@ from tests.protocol_fixtures import (
     call,
     error_code,
     legacy_info,
-    make_server,
     modern_info,
     request,
     result_of,
     run,
     text,
 )
-
-
-@pytest.fixture
-def server() -> MCPServer:
-    return make_server()
-
 
 # -- dispatch: methods and results ------------------------------------------------------------
 

@@ -19,19 +19,12 @@ from tests.protocol_fixtures import (
     MODERN,
     call,
     error_code,
-    make_server,
     modern_info,
     request,
     result_of,
     run,
     text,
 )
-
-
-@pytest.fixture
-def server() -> MCPServer:
-    return make_server()
-
 
 # -- JSON-RPC framing -------------------------------------------------------------------------
 
