@@ -10,19 +10,44 @@ failure with ``CI=true``).
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import ROOT, LiveServer, service_missing
+from tests.conftest import ROOT, LiveServer, _run_manage, service_missing
 from tests.live import final_message, modern_headers, modern_request
 
-SCREENSHOTS = ROOT / "docs" / "screenshots"
+#: Where :func:`screenshot` writes: the temporary directory, so a test run leaves the tree
+#: clean; ``MCP_TASKS_TEST_SCREENSHOTS=docs/screenshots`` refreshes the README's pictures.
+SCREENSHOTS = ROOT / os.environ.get(
+    "MCP_TASKS_TEST_SCREENSHOTS", str(Path(tempfile.gettempdir()) / "mcp_tasks-screenshots")
+)
 PASSWORD = "correct-horse-battery-staple"
+
+
+def create_staff(server: LiveServer, users: dict[str, list[str]]) -> None:
+    """Staff users of the server's database, each with :data:`PASSWORD` and exactly the
+    ``mcp_tasks`` permissions named (codenames)."""
+    script = f"""
+from django.contrib.auth.models import Permission, User
+
+def make(name, codenames):
+    user = User.objects.create_user(name, password={PASSWORD!r}, is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="mcp_tasks", codename__in=codenames)
+    )
+"""
+    script += "".join(f"make({name!r}, {codenames!r})\n" for name, codenames in users.items())
+    _run_manage(server.env, "shell", "-c", script)
+
+
 CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -191,7 +216,7 @@ def open_answer_page(browser: Any, server: LiveServer, task_id: str, question: s
 
 
 def screenshot(browser: Any, name: str) -> None:
-    """Save the whole page as ``docs/screenshots/<name>.png``."""
+    """Save the whole page as ``<name>.png`` in :data:`SCREENSHOTS`."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     height = browser.execute_script("return document.documentElement.scrollHeight")
     browser.set_window_size(1440, max(900, min(int(height), 2400)))

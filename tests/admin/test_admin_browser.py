@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from tests.browser import (
-    PASSWORD,
     by,
+    create_staff,
     finished,
     log_in,
     open_answer_page,
@@ -30,23 +30,15 @@ from tests.browser import (
     submit,
     waiting_on,
 )
-from tests.conftest import LiveServer, _run_manage
+from tests.conftest import LiveServer
 from tests.live import start_module_server
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 
-CREATE_USERS = f"""
-from django.contrib.auth.models import Permission, User
-
-def make(name, codenames):
-    user = User.objects.create_user(name, password={PASSWORD!r}, is_staff=True)
-    user.user_permissions.set(
-        Permission.objects.filter(content_type__app_label="mcp_tasks", codename__in=codenames)
-    )
-
-make("olga", ["view_task", "change_task", "answer_inputrequest"])
-make("victor", ["view_task", "view_inputrequest"])
-"""
+STAFF = {
+    "olga": ["view_task", "change_task", "answer_inputrequest"],
+    "victor": ["view_task", "view_inputrequest"],
+}
 
 
 # -- fixtures ---------------------------------------------------------------------------------
@@ -57,7 +49,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     """The example project (embedded mode: tasks run in-process) with two staff users:
     ``olga`` may answer and cancel, ``victor`` may only look."""
     for live in start_module_server(request, label="admin server"):
-        _run_manage(live.env, "shell", "-c", CREATE_USERS)
+        create_staff(live, STAFF)
         yield live
 
 

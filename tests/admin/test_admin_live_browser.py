@@ -17,9 +17,9 @@ import pytest
 
 from tests.browser import (
     CHROMIUM_FLAGS,
-    PASSWORD,
     WAIT,
     by,
+    create_staff,
     finished,
     log_in,
     page_text,
@@ -28,30 +28,22 @@ from tests.browser import (
     submit,
     waiting_on,
 )
-from tests.conftest import LiveServer, _run_manage, service_missing
+from tests.conftest import LiveServer, service_missing
 from tests.live import attach_server_output, start_module_server
 
 pytestmark = pytest.mark.live
 
-CREATE_USERS = f"""
-from django.contrib.auth.models import Permission, User
-
-def make(name, codenames):
-    user = User.objects.create_user(name, password={PASSWORD!r}, is_staff=True)
-    user.user_permissions.set(
-        Permission.objects.filter(content_type__app_label="mcp_tasks", codename__in=codenames)
-    )
-
-make("olga", ["view_task", "change_task", "answer_inputrequest"])
-make("otto", ["view_task", "answer_inputrequest"])
-make("nina", [])
-"""
+STAFF = {
+    "olga": ["view_task", "change_task", "answer_inputrequest"],
+    "otto": ["view_task", "answer_inputrequest"],
+    "nina": [],
+}
 LIVE_PATH = "/mcp-tasks/admin-live/"
 
 
 def _server(request: pytest.FixtureRequest, env: dict[str, str], label: str) -> Iterator[Any]:
     for live in start_module_server(request, env, label=label):
-        _run_manage(live.env, "shell", "-c", CREATE_USERS)
+        create_staff(live, STAFF)
         yield live
 
 
