@@ -66,8 +66,9 @@ CAPABILITIES: dict[str, Any] = {
 WAIT = 30.0
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def start_chromium(profile: Path) -> Any:
+    """A headless Chromium (Selenium driver) with its own profile directory, so its own
+    admin session; skips (fails on CI) without Chromium, chromedriver or Selenium."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     chromedriver = shutil.which("chromedriver")
     if not chromium or not chromedriver:
@@ -81,8 +82,13 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     options.binary_location = chromium
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
+    options.add_argument(f"--user-data-dir={profile}")
+    return webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    driver = start_chromium(tmp_path_factory.mktemp("chromium-profile"))
     try:
         yield driver
     finally:

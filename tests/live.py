@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
@@ -20,15 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import (
-    _SERVERS,
-    ROOT,
-    SERVER_START_TIMEOUT,
-    LiveServer,
-    _listening_socket,
-    _server_env,
-    _wait_until_serving,
-)
+from tests.conftest import _SERVERS, LiveServer, launch_server
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -60,50 +50,14 @@ def start_module_server(
     *,
     label: str = "module server",
 ) -> Iterator[LiveServer]:
-    """Start a live server with ``tests.live_settings`` for a module-scoped fixture.
-
-    Mirrors ``conftest.asgi_server``'s ``start()`` (which is function-scoped).
-    """
+    """Start a live server with ``tests.live_settings`` (plus ``env``) on a fresh database
+    for a module-scoped fixture, on the ASGI server ``MCP_TASKS_TEST_SERVER`` names, like
+    ``conftest.asgi_server`` (which is function-scoped); stop it after the module."""
     databases = request.getfixturevalue("_live_databases")
     log_dir = request.getfixturevalue("tmp_path_factory").mktemp("module-server")
     overrides = {"DATABASE_URL": databases.new(), **LIVE_SETTINGS, **(env or {})}
-    server_env = _server_env(overrides)
-    sock = _listening_socket()
-    port = sock.getsockname()[1]
-    log_path = log_dir / "server.log"
-    log = log_path.open("wb")
+    server = launch_server(overrides, log_dir / "server.log", label=label)
     try:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "--fd",
-                str(sock.fileno()),
-                "-v",
-                "1",
-                "project.asgi:application",
-            ],
-            cwd=ROOT,
-            env=server_env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            pass_fds=(sock.fileno(),),
-        )
-    finally:
-        sock.close()
-    server = LiveServer(
-        url=f"http://127.0.0.1:{port}",
-        database_url=overrides["DATABASE_URL"],
-        env=server_env,
-        process=process,
-        log_path=log_path,
-        label=label,
-        _log=log,
-    )
-    try:
-        _wait_until_serving(server, time.monotonic() + SERVER_START_TIMEOUT)
         yield server
     finally:
         server.stop()

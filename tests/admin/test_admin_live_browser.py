@@ -9,14 +9,12 @@ back to refreshing the pages periodically. Screenshots go to ``docs/screenshots/
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from tests.browser import (
-    CHROMIUM_FLAGS,
     WAIT,
     by,
     create_staff,
@@ -24,11 +22,12 @@ from tests.browser import (
     log_in,
     page_text,
     screenshot,
+    start_chromium,
     start_task,
     submit,
     waiting_on,
 )
-from tests.conftest import LiveServer, service_missing
+from tests.conftest import LiveServer
 from tests.live import attach_server_output, start_module_server
 
 pytestmark = pytest.mark.live
@@ -62,25 +61,10 @@ def server_without_websocket(request: pytest.FixtureRequest) -> Iterator[LiveSer
 @pytest.fixture(scope="module")
 def browsers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], Any]]:
     """Starts headless Chromium instances, each with its own profile (its own session)."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    chromedriver = shutil.which("chromedriver")
-    if not chromium or not chromedriver:
-        service_missing("Chromium", "install the Debian packages chromium and chromium-driver")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError as exc:
-        service_missing("Selenium", f"pip install selenium ({exc})")
     started: list[Any] = []
 
     def start() -> Any:
-        options = webdriver.ChromeOptions()
-        options.binary_location = chromium
-        for flag in CHROMIUM_FLAGS:
-            options.add_argument(flag)
-        options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-        service = Service(executable_path=chromedriver)
-        started.append(webdriver.Chrome(service=service, options=options))
+        started.append(start_chromium(tmp_path_factory.mktemp("chromium-profile")))
         return started[-1]
 
     try:
