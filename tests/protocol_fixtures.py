@@ -1,8 +1,9 @@
 """What the protocol-layer unit tests share (``tests/protocol/test_framing.py``,
 ``tests/protocol/test_dispatch.py``, ``tests/signin/test_permissions.py``): fakes of the sink
-and the legacy session, request builders, :func:`run` (one request through a :class:`Dispatcher`), and
-:func:`make_server`, the registry of test tools, prompts and resources that their ``server``
-fixture returns (``test_permissions.py`` has a registry of its own)."""
+and the legacy session, request builders, :func:`run` (one request through a
+:class:`Dispatcher`), and :func:`make_server`, the registry of test tools, prompts and resources
+that the ``server`` fixture of ``tests/protocol/conftest.py`` returns (``test_permissions.py``
+has a registry of its own)."""
 
 from __future__ import annotations
 

@@ -13,8 +13,7 @@ from channels.testing import HttpCommunicator
 
 from mcp_tasks import mcp
 from mcp_tasks.asgi import mcp_application
-
-MODERN = "2026-07-28"
+from tests.live import MODERN
 
 
 @contextlib.contextmanager

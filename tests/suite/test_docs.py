@@ -1,4 +1,5 @@
-"""The README documents every setting once."""
+"""The README documents every setting and system check once, and says where each test file
+lives."""
 
 from __future__ import annotations
 
