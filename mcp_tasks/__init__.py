@@ -2,7 +2,7 @@
 
 Public API::
 
-    from mcp_tasks import mcp, Context, TaskConfig, ToolError
+    from mcp_tasks import mcp, Context, TaskConfig, Retry, RetryTask, ToolError
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from .context import Context
 from .elicitation import AcceptedElicitation, CancelledElicitation, DeclinedElicitation
 from .exceptions import ClientCapabilityError, ProtocolError, ToolError
 from .inputs import ElicitInput, RootsInput, SampleInput
+from .retries import Retry, RetryTask
 from .server import MCPServer, TaskConfig, mcp
 
 __version__ = "0.1.0"
@@ -26,6 +27,8 @@ __all__ = [
     "ElicitInput",
     "MCPServer",
     "ProtocolError",
+    "Retry",
+    "RetryTask",
     "RootsInput",
     "SampleInput",
     "TaskConfig",

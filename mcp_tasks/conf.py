@@ -116,6 +116,17 @@ DEFAULTS: dict[str, Any] = {
     "INPUT_TIMEOUT": 24 * 3600,
     # Request headers kept (encrypted) in a task's snapshot and shown to the tool as ctx.headers.
     "SNAPSHOT_HEADERS": ["user-agent", "accept-language", "x-request-id"],
+    # --- limits and fairness (README "Limits and fairness") ---
+    # Free worker slots go to the principals with tasks waiting in turn (round robin), so
+    # one caller's backlog does not delay the others; False: one line, first in first out.
+    "FAIR_SHARE": True,
+    # Tasks one principal may have that are not over yet (working or input_required); a
+    # task call past it is refused with -32029 (HTTP 429 with Retry-After on the modern
+    # era) and nothing is written. None: no limit.
+    "MAX_ACTIVE_TASKS": 1000,
+    # The same per OAuth client (the client_id of the bearer token), over all its users.
+    # None: no limit.
+    "MAX_ACTIVE_TASKS_PER_CLIENT": None,
     # Run a task worker thread inside the ASGI process (development without Redis), and how
     # many (each runs TASK_CONCURRENCY tasks at once).
     "EMBEDDED_WORKER": False,

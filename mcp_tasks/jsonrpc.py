@@ -35,6 +35,9 @@ HEADER_MISMATCH = -32020
 #: The request needs a client capability (or extension) the client did not declare.
 MISSING_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+#: A task call past ``MAX_ACTIVE_TASKS`` (or ``MAX_ACTIVE_TASKS_PER_CLIENT``): nothing was
+#: started (HTTP 429 with ``Retry-After`` on the modern era).
+TASK_QUOTA_EXCEEDED = -32029
 
 
 def error_object(code: int, message: str, data: Any = None) -> dict[str, Any]:

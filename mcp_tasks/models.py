@@ -42,6 +42,16 @@ class TaskStatus(models.TextChoices):
 
 
 TERMINAL_STATUSES = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+#: Tasks that are not over yet: what ``MAX_ACTIVE_TASKS`` counts.
+ACTIVE_STATUSES = (TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED)
+
+
+class WaitingFor(models.TextChoices):
+    """Why a ``working`` task that is not running waits (besides a free worker)."""
+
+    NOTHING = "", "—"
+    LIMIT = "limit", "A concurrency slot"
+    RETRY = "retry", "Its next attempt"
 
 
 class Task(models.Model):
@@ -74,6 +84,16 @@ class Task(models.Model):
     runs = models.IntegerField(
         default=0, help_text="Jobs started for this task (resumes included)."
     )
+    attempt = models.PositiveIntegerField(
+        default=1, help_text="Which attempt this is (TaskConfig(retries=...) runs it again)."
+    )
+    waiting_for = models.CharField(
+        max_length=8,
+        choices=WaitingFor.choices,
+        blank=True,
+        default=WaitingFor.NOTHING,
+        help_text="What the task waits for before it runs again (the status message says more).",
+    )
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     worker_name = models.CharField(max_length=255, blank=True, default="")
@@ -97,6 +117,19 @@ class Task(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [
+            # MAX_ACTIVE_TASKS and MAX_ACTIVE_TASKS_PER_CLIENT count these at every task call.
+            models.Index(
+                fields=["principal_scope"],
+                condition=models.Q(status__in=ACTIVE_STATUSES),
+                name="mcp_tasks_task_active_owner",
+            ),
+            models.Index(
+                fields=["client_id"],
+                condition=models.Q(status__in=ACTIVE_STATUSES) & ~models.Q(client_id=""),
+                name="mcp_tasks_task_active_client",
+            ),
+        ]
         permissions = [
             ("answer_inputrequest", "Can answer questions asked by tasks"),
             ("retry_task", "Can retry failed tasks"),

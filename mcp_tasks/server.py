@@ -27,6 +27,7 @@ from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_meta
 from .context import Context
 from .jsonrpc import wire_dict
 from .permissions import OPEN, Access
+from .retries import Retry
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,6 +45,10 @@ class TaskConfig:
     task and its result are kept; ``poll_interval`` (seconds) is suggested to pollers;
     ``queue`` is the rq queue; ``timeout`` (seconds) is the rq job timeout; ``prepare``
     gathers input before the task is created (see the attribute).
+
+    ``concurrency``: at most that many of the tool's tasks run at once across all workers
+    (with ``concurrency_key``, per value of that argument); the others wait, holding no
+    worker slot. ``retries``: a :class:`~mcp_tasks.retries.Retry` for transient failures.
     """
 
     mode: TaskMode = "optional"
@@ -55,11 +60,30 @@ class TaskConfig:
     #: task exists; it may ``await ctx.elicit(...)`` (MRTR rounds on the call itself). Its
     #: return value is stored with the task and read by the tool as ``ctx.prepared``.
     prepare: Callable[..., Any] | None = None
+    concurrency: int | None = None
+    concurrency_key: str | None = None
+    retries: Retry | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ("forbidden", "optional", "required"):
             raise ImproperlyConfigured(
                 f"TaskConfig(mode={self.mode!r}): use 'forbidden', 'optional' or 'required'"
+            )
+        if self.concurrency is not None and (
+            not isinstance(self.concurrency, int)
+            or isinstance(self.concurrency, bool)
+            or self.concurrency < 1
+        ):
+            raise ImproperlyConfigured(
+                f"TaskConfig(concurrency={self.concurrency!r}): use an int >= 1, or None"
+            )
+        if self.concurrency_key is not None and self.concurrency is None:
+            raise ImproperlyConfigured(
+                "TaskConfig(concurrency_key=...) needs concurrency=N: how many run at once per value"
+            )
+        if self.retries is not None and not isinstance(self.retries, Retry):
+            raise ImproperlyConfigured(
+                f"TaskConfig(retries={self.retries!r}): use mcp_tasks.Retry(...)"
             )
 
     @classmethod
@@ -96,6 +120,16 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - callable objects
     )
+
+
+def _check_concurrency_key(tool: ToolSpec) -> None:
+    """``TaskConfig(concurrency_key=...)`` names one of the tool's arguments."""
+    key = tool.task.concurrency_key
+    if key is not None and key not in tool.input_schema.get("properties", {}):
+        raise ImproperlyConfigured(
+            f"tool {tool.name!r}: TaskConfig(concurrency_key={key!r}) names no argument of "
+            f"the tool (it has: {', '.join(tool.input_schema.get('properties', {})) or 'none'})"
+        )
 
 
 def _description(fn: Callable[..., Any], description: str | None) -> str:
@@ -310,6 +344,7 @@ class MCPServer:
                     f"tool name {tool_name!r} is invalid: use 1-128 letters, digits, '_', '-', '.'"
                 )
             self._check_unique("tool", self.tools, tool_name, fn)
+            task_config = TaskConfig.coerce(task)
             context_param = _context_parameter(fn)
             skip = [context_param] if context_param else []
             if input_schema is not None:
@@ -322,7 +357,7 @@ class MCPServer:
                 if isinstance(annotations, dict)
                 else annotations
             )
-            self.tools[tool_name] = ToolSpec(
+            spec = ToolSpec(
                 fn=fn,
                 name=tool_name,
                 title=title,
@@ -330,13 +365,15 @@ class MCPServer:
                 metadata=func_metadata(fn, skip_names=skip, structured_output=structured_output),
                 context_param=context_param,
                 is_async=_is_async(fn),
-                task=TaskConfig.coerce(task),
+                task=task_config,
                 annotations=notes,
                 icons=icons,
                 meta=meta,
                 raw_input_schema=input_schema,
                 access=Access.of(f"tool {tool_name!r}", permissions, scopes),
             )
+            _check_concurrency_key(spec)
+            self.tools[tool_name] = spec
             return fn
 
         return decorator

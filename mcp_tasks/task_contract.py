@@ -18,6 +18,16 @@ class InvalidAnswer(ValueError):  # noqa: N818
     """An answer that does not fit the question (the message says why)."""
 
 
+class QuotaExceeded(Exception):  # noqa: N818
+    """A new task would take its caller past a limit of active tasks; nothing was written.
+    ``setting``: the limit's name (``MAX_ACTIVE_TASKS``), ``limit``: its value."""
+
+    def __init__(self, setting: str, limit: int, whose: str) -> None:
+        super().__init__(f"{whose} already has {limit} active tasks ({setting} = {limit})")
+        self.setting = setting
+        self.limit = limit
+
+
 @dataclass(frozen=True)
 class NewTask:
     """Everything recorded when a task is created."""

@@ -5,7 +5,6 @@ Shared by plain calls (the protocol layer) and background tasks (the worker).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import Callable
@@ -16,8 +15,9 @@ from django.db import close_old_connections
 from pydantic import ValidationError
 
 from .context import Context
-from .exceptions import ClientCapabilityError, InputRequired, ProtocolError, ToolError
+from .exceptions import ClientCapabilityError, ProtocolError, ToolError
 from .jsonrpc import wire_dict
+from .retries import RetryTask
 from .server import ToolSpec
 
 logger = logging.getLogger("mcp_tasks.runner")
@@ -75,12 +75,26 @@ def validate_arguments(tool: ToolSpec, arguments: dict[str, Any]) -> dict[str, A
         ) from exc
 
 
-async def run_tool(tool: ToolSpec, validated: dict[str, Any], context: Context) -> dict[str, Any]:
-    """Run ``tool`` and convert its return value; tool failures become ``isError`` results.
+def failure_result(tool: ToolSpec, error: Exception) -> dict[str, Any]:
+    """The ``isError`` result of a tool that raised ``error``: its message for a
+    ``ToolError``, a missing client capability or a ``RetryTask``; for anything else the
+    traceback is logged and the client learns no details."""
+    if isinstance(error, ToolError | ClientCapabilityError | RetryTask):
+        return error_result(str(error))
+    logger.error("tool %r raised", tool.name, exc_info=error)
+    return error_result(f"Error executing tool {tool.name}: an internal error occurred")
 
-    ``ToolError`` (and a missing client capability) show their message; any other
-    exception is logged with its traceback and reported without details.
-    ``InputRequired``, ``ProtocolError`` and cancellation propagate.
+
+async def run_tool(
+    tool: ToolSpec,
+    validated: dict[str, Any],
+    context: Context,
+    *,
+    transient: Callable[[Exception], bool] | None = None,
+) -> dict[str, Any]:
+    """Run ``tool`` and convert its return value; tool failures become ``isError`` results
+    (:func:`failure_result`), except those ``transient`` picks (a task's retries), which
+    propagate. ``InputRequired``, ``ProtocolError`` and cancellation propagate.
     """
     kwargs = dict(validated)
     if tool.context_param:
@@ -88,13 +102,12 @@ async def run_tool(tool: ToolSpec, validated: dict[str, Any], context: Context) 
     try:
         value = await invoke(tool.fn, tool.is_async, kwargs)
         converted = tool.metadata.convert_result(value)
-    except (ToolError, ClientCapabilityError) as exc:
-        return error_result(str(exc))
-    except (ProtocolError, InputRequired, asyncio.CancelledError):
+    except ProtocolError:
         raise
-    except Exception:
-        logger.exception("tool %r raised", tool.name)
-        return error_result(f"Error executing tool {tool.name}: an internal error occurred")
+    except Exception as exc:
+        if transient is not None and transient(exc):
+            raise
+        return failure_result(tool, exc)
     result = wire_dict(converted)
     result.pop("resultType", None)  # era-specific: the modern dispatcher adds it back
     return result

@@ -282,7 +282,6 @@ class RqWorker:
 WORKER_CLASSES: dict[str, str | None] = {
     "task": None,
     "forking": "mcp_tasks.tasks.worker.ForkingTaskWorker",
-    "simple": "rq.worker.SimpleWorker",
 }
 
 
@@ -645,13 +644,14 @@ def task_row(database_url: str, task_id: str) -> dict[str, Any]:
 
 
 def job_ids(redis_url: str, queue: str = QUEUE) -> list[str]:
-    """Job ids waiting in rq's queue ``queue``."""
+    """Job ids waiting in the fair queue of ``queue``."""
     import redis
+
+    from mcp_tasks.tasks import fair_queue
 
     client = redis.Redis.from_url(redis_url)
     try:
-        items = client.lrange(f"rq:queue:{queue}", 0, -1)
-        return [item.decode() if isinstance(item, bytes) else str(item) for item in items]
+        return fair_queue.job_ids(client, queue)
     finally:
         client.close()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -9,6 +11,7 @@ from ..jsonrpc import (
     METHOD_NOT_FOUND,
     MISSING_CLIENT_CAPABILITY,
     PARSE_ERROR,
+    TASK_QUOTA_EXCEEDED,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
 
@@ -37,12 +40,23 @@ ERROR_HTTP_STATUS = {
     MISSING_CLIENT_CAPABILITY: 400,
     UNSUPPORTED_PROTOCOL_VERSION: 400,
     METHOD_NOT_FOUND: 404,
+    TASK_QUOTA_EXCEEDED: 429,
 }
 
 
 def http_status_for(code: int) -> int:
     """The HTTP status of a plain JSON error response with this JSON-RPC code."""
     return ERROR_HTTP_STATUS.get(code, 200)
+
+
+def http_headers_for(error: dict[str, Any]) -> list[tuple[bytes, bytes]]:
+    """Extra headers of a plain JSON error response: ``Retry-After`` when the error's
+    data says when to try again (``retryAfter``, seconds)."""
+    data = error.get("data")
+    retry_after = data.get("retryAfter") if isinstance(data, dict) else None
+    if isinstance(retry_after, int) and not isinstance(retry_after, bool):
+        return [(b"retry-after", str(retry_after).encode())]
+    return []
 
 
 def is_modern(version: str | None) -> bool:

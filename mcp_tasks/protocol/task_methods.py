@@ -17,9 +17,14 @@ from .. import jsontext
 from ..auth import Principal
 from ..conf import get_config
 from ..exceptions import InputRequired, ProtocolError
-from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY
+from ..jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    MISSING_CLIENT_CAPABILITY,
+    TASK_QUOTA_EXCEEDED,
+)
 from ..server import MCPServer, ToolSpec
-from ..task_contract import InvalidAnswer, NewTask, TaskNotFound
+from ..task_contract import InvalidAnswer, NewTask, QuotaExceeded, TaskNotFound
 from ..tool_call import invoke
 from .constants import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, TASKS_EXTENSION
 from .ports import TaskEngine, TaskView
@@ -32,6 +37,8 @@ logger = logging.getLogger("mcp_tasks.protocol")
 
 #: The longest time to live a 2025-11-25 client may ask for (a century, in ms).
 LONGEST_TTL_MS = 100 * 365 * 86400 * 1000
+#: Seconds a client refused for its quota of active tasks is asked to wait.
+QUOTA_RETRY_AFTER = 1
 #: The most task ids one ``subscriptions/listen`` may watch.
 MAX_WATCHED_TASKS = 1000
 
@@ -153,6 +160,12 @@ class TaskMethods:
             return pending
         try:
             task = await self.engine.create(_new_task(tool, info, params, prepared))
+        except QuotaExceeded as exc:
+            raise ProtocolError(
+                TASK_QUOTA_EXCEEDED,
+                f"Task not started: {exc}; retry once some of them have finished",
+                {"limit": exc.setting, "max": exc.limit, "retryAfter": QUOTA_RETRY_AFTER},
+            ) from None
         except RuntimeError as exc:
             raise ProtocolError(INTERNAL_ERROR, f"Could not start the task: {exc}") from exc
         if not info.modern:

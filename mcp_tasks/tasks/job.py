@@ -29,8 +29,9 @@ from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, notification
 from ..lifespan import lifespan_context
 from ..models import Task, TaskSnapshot
 from ..permissions import allowed_now
-from ..server import MCPServer, mcp
-from ..tool_call import error_result, run_tool, validate_arguments
+from ..retries import DEFAULT_RETRY, Retry, RetryTask
+from ..server import MCPServer, ToolSpec, mcp
+from ..tool_call import error_result, failure_result, run_tool, validate_arguments
 from . import crypto, notify, service
 from .runtime import JobSlot, Runtime, TaskWatch, runtime_for_loop
 
@@ -312,7 +313,10 @@ async def execute(
         context = await _context(task, snapshot, secrets, backend, access_token, user)
         if watch.ended:
             return  # cancelled while it was starting
-        tool_run = watch.tool = asyncio.ensure_future(run_tool(tool, validated, context))
+        retries = tool.task.retries or DEFAULT_RETRY
+        tool_run = watch.tool = asyncio.ensure_future(
+            run_tool(tool, validated, context, transient=retries.is_transient)
+        )
         try:
             done, _ = await asyncio.wait({tool_run}, timeout=timeout)
         except asyncio.CancelledError:
@@ -338,6 +342,10 @@ async def execute(
         except ProtocolError as exc:
             await fail(task.id, exc.to_dict())
             return
+        except Exception as exc:  # transient: run_tool let it through
+            slot.release()  # between attempts the task holds no slot
+            await _retry_or_end(runtime, tool, task, retries, exc)
+            return
         except BaseException as exc:
             # rq's job timeout (SIGALRM under rq's own workers) and anything else that escaped.
             await fail(
@@ -346,6 +354,32 @@ async def execute(
             )
             raise
         await _complete(runtime, task, result)
+
+
+async def _retry_or_end(
+    runtime: Runtime, tool: ToolSpec, task: Task, retries: Retry, error: Exception
+) -> None:
+    """The tool failed transiently: queue its next attempt, or end the task as any failure
+    ends it when this was the last one."""
+    why = f"{type(error).__name__}: {error}"
+    if task.attempt < retries.attempts:
+        delay = (
+            error.delay
+            if isinstance(error, RetryTask) and error.delay is not None
+            else retries.delay_before(task.attempt + 1)
+        )
+        logger.warning(
+            "task %s (%s): attempt %d of %d failed, next in %g s",
+            task.id,
+            task.tool_name,
+            task.attempt,
+            retries.attempts,
+            delay,
+            exc_info=error,
+        )
+        await db(service.retry_later)(task.id, task.runs, retries.attempts, delay, why)
+        return
+    await _complete(runtime, task, failure_result(tool, error))
 
 
 async def _context(

@@ -1,4 +1,8 @@
-"""rq jobs for tasks: enqueue, stop, check. The job id is derived from the task id."""
+"""rq jobs for tasks: enqueue, stop, check. The job id is derived from the task id.
+
+A task's job is written by rq (its hash, the queue's registration) and waits in the fair
+queue (:mod:`.fair_queue`), not in rq's list.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
 from ..conf import get_config
-from . import embedded
+from . import embedded, fair_queue
 
 if TYPE_CHECKING:
     from ..models import Task
@@ -65,23 +69,35 @@ def _job(task: Task, queue: Queue) -> Job:
     )
 
 
-def enqueue(task: Task) -> None:
-    """Queue a job that runs (or resumes) ``task``; raises when Redis is unreachable."""
+def enqueue(task: Task, *, delay: float = 0.0) -> None:
+    """Queue a job that runs (or resumes) ``task`` (``delay``: in that many seconds);
+    raises when Redis is unreachable."""
     queue = get_queue(task.queue)
-    with queue.connection.pipeline() as pipeline:  # one round trip (rq alone makes two)
-        queue.enqueue_job(_job(task, queue), pipeline=pipeline)
+    with queue.connection.pipeline() as pipeline:  # one round trip
+        pipeline.command_stack.extend(stage_enqueue(task, delay=delay))
         pipeline.execute()
 
 
-def stage_enqueue(task: Task) -> list[tuple[Any, Any]]:
-    """The Redis commands :func:`enqueue` sends, as rq writes them (``(args, options)``
-    of a redis-py pipeline), without sending them: :mod:`mcp_tasks.tasks.loop_redis` sends
-    them from an event loop. Needs no round trip once the queue knows the server's version
-    (its first job)."""
+def stage_enqueue(task: Task, *, delay: float = 0.0) -> list[tuple[Any, Any]]:
+    """The Redis commands of :func:`enqueue` (``(args, options)`` of a redis-py pipeline),
+    without sending them: rq's own ``enqueue_job`` writes the job, except that its push to
+    rq's list becomes the fair queue's (:data:`.fair_queue.PUSH`).
+    :mod:`mcp_tasks.tasks.loop_redis` sends them from an event loop. Needs no round trip
+    once the queue knows the server's version (its first job)."""
     queue = get_queue(task.queue)
+    job = _job(task, queue)
     pipeline = queue.connection.pipeline()
-    queue.enqueue_job(_job(task, queue), pipeline=pipeline)
-    return list(pipeline.command_stack)
+    queue.enqueue_job(job, pipeline=pipeline)
+    commands = [
+        command
+        for command in pipeline.command_stack
+        if not (command[0][0] in ("RPUSH", "LPUSH") and command[0][1] == queue.key)
+    ]
+    if len(commands) != len(pipeline.command_stack) - 1:
+        raise RuntimeError("rq's enqueue_job did not push the job to its queue once")
+    keys, args = fair_queue.push_args(task, job, delay=delay)
+    commands.append((("EVAL", fair_queue.PUSH, len(keys), *keys, *args), {}))
+    return commands
 
 
 def job_exists(task: Task) -> bool:
@@ -106,6 +122,7 @@ def stop(job_id: str, queue_name: str | None = None, *, kill_running: bool = Tru
                 send_stop_job_command(queue.connection, job_id)
         elif status in (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED):
             job.cancel()
+            fair_queue.withdraw(queue.connection, queue.name, job_id)
     except (NoSuchJobError, InvalidJobOperation):
         pass
     except Exception:  # Redis down: the worker still sees the cancelled status

@@ -22,7 +22,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 from django.db.models import Field, Model
 
-from ..models import Task, TaskSnapshot
+from ..models import ACTIVE_STATUSES, Task, TaskSnapshot
 from .loop_database import LoopDatabase
 
 Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
@@ -276,45 +276,122 @@ def _insert_sql(alias: str, model: type[Model]) -> str:
     return f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(columns)}) VALUES ({values})"
 
 
-@functools.lru_cache(maxsize=8)
-def _insert_task_sql(alias: str) -> str:
-    """PostgreSQL: the task and its snapshot in one statement (atomic on its own)."""
-    quote = connections[alias].ops.quote_name
+#: Limits on a new task: ``(column, value, limit)``, e.g. at most 1000 active tasks whose
+#: ``principal_scope`` is ``user:7``.
+Quotas = Sequence[tuple[str, Any, int]]
+#: The active statuses as SQL literals (fixed names): a parameter would keep the planner
+#: from proving that the partial index of active tasks applies.
+_ACTIVE_SQL = ", ".join(f"'{status.value}'" for status in ACTIVE_STATUSES)
+
+
+def _active_count_sql(connection: BaseDatabaseWrapper, column: str) -> str:
+    """The active tasks (at most a limit) whose ``column`` has a value: params ``value,
+    limit``. Served by the partial indexes of active tasks."""
+    quote = connection.ops.quote_name
     return (
-        f"WITH {quote('t')} AS ({_insert_sql(alias, Task)} RETURNING 1) "
-        f"{_insert_sql(alias, TaskSnapshot)}"
+        f"SELECT COUNT(*) FROM (SELECT 1 FROM {quote(Task._meta.db_table)} "
+        f"WHERE {quote(_column(Task, column))} = %s AND {quote(_column(Task, 'status'))} "
+        f"IN ({_ACTIVE_SQL}) LIMIT %s) {quote('active')}"
     )
 
 
-def insert_task(task: Task, snapshot: TaskSnapshot, using: str = "default") -> None:
-    """INSERT a new task and its snapshot together: one statement on PostgreSQL, a
-    transaction of two elsewhere."""
+def _quota_params(quotas: Quotas) -> list[Any]:
+    return [param for _, value, limit in quotas for param in (value, limit, limit)]
+
+
+@functools.lru_cache(maxsize=8)
+def _typed_select(alias: str, model: type[Model]) -> str:
+    """``INSERT INTO <model> (columns) SELECT %s::type, ...``: typed, as VALUES would be."""
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    fields = model._meta.concrete_fields
+    columns = ", ".join(quote(str(field.column)) for field in fields)
+    values = ", ".join(f"%s::{field.db_type(connection)}" for field in fields)
+    return f"INSERT INTO {quote(model._meta.db_table)} ({columns}) SELECT {values}"
+
+
+@functools.lru_cache(maxsize=8)
+def _insert_task_sql(alias: str, limited_by: tuple[str, ...] = ()) -> str:
+    """PostgreSQL: the task and its snapshot in one statement (atomic on its own); with
+    ``limited_by`` columns, inserted only while each is under its quota (the statement's
+    row count is then 0)."""
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    if not limited_by:
+        return (
+            f"WITH {quote('t')} AS ({_insert_sql(alias, Task)} RETURNING 1) "
+            f"{_insert_sql(alias, TaskSnapshot)}"
+        )
+    under = " AND ".join(f"({_active_count_sql(connection, column)}) < %s" for column in limited_by)
+    return (
+        f"WITH {quote('t')} AS ({_typed_select(alias, Task)} WHERE {under} RETURNING 1) "
+        f"{_typed_select(alias, TaskSnapshot)} FROM {quote('t')}"
+    )
+
+
+def _under_quotas(quotas: Quotas, using: str) -> bool:
+    """Every quota has room for one more task (read in the caller's transaction)."""
+    connection = connections[using]
+    with _cursor(connection) as cursor:
+        for column, value, limit in quotas:
+            cursor.execute(_active_count_sql(connection, column), [value, limit])
+            if cursor.fetchone()[0] >= limit:
+                return False
+    return True
+
+
+def exceeded_quota(quotas: Quotas, using: str = "default") -> tuple[str, Any, int] | None:
+    """The first quota that has no room left (None: all have)."""
+    return next((quota for quota in quotas if not _under_quotas([quota], using)), None)
+
+
+def insert_task(
+    task: Task, snapshot: TaskSnapshot, using: str = "default", quotas: Quotas = ()
+) -> bool:
+    """INSERT a new task and its snapshot together (one statement on PostgreSQL, a
+    transaction of two elsewhere), unless a quota has no room left: then nothing is
+    written and it returns False. On PostgreSQL the count and the insert are one
+    statement, not serialised: calls of one principal at the same moment can each see the
+    last free place."""
     connection = connections[using]
     if connection.vendor != "postgresql":
         with transaction.atomic(using=using):
+            if quotas and not _under_quotas(quotas, using):
+                return False
             insert(task, snapshot, using=using)
-        return
-    params = _insert_params(task, connection) + _insert_params(snapshot, connection)
+        return True
+    params = _insert_params(task, connection)
+    params += _quota_params(quotas) + _insert_params(snapshot, connection)
     with _cursor(connection) as cursor:
-        cursor.execute(_insert_task_sql(using), params)
-    _inserted(using, task, snapshot)
+        cursor.execute(_insert_task_sql(using, tuple(c for c, _, _ in quotas)), params)
+        inserted = bool(cursor.rowcount > 0)
+    if inserted:
+        _inserted(using, task, snapshot)
+    return inserted
 
 
-async def ainsert_task(database: LoopDatabase, task: Task, snapshot: TaskSnapshot) -> None:
+async def ainsert_task(
+    database: LoopDatabase, task: Task, snapshot: TaskSnapshot, quotas: Quotas = ()
+) -> bool:
     """:func:`insert_task` (PostgreSQL's one statement), sent from the event loop."""
     connection = database.wrapper
-    params = _insert_params(task, connection) + _insert_params(snapshot, connection)
+    params = _insert_params(task, connection)
+    params += _quota_params(quotas) + _insert_params(snapshot, connection)
     import psycopg
 
+    sql = _insert_task_sql(database.alias, tuple(c for c, _, _ in quotas))
     try:
-        await database.fetch_one(_insert_task_sql(database.alias), params)
+        count, _ = await database.fetch_one(sql, params)
     except psycopg.errors.UniqueViolation:
         # Sent again after the connection broke, the first one had committed: the id is
         # random (32 bytes), so a row with it is this one.
         _, row = await database.fetch_one(_task_sql(database.alias, False), [task.id])
         if row is None:
             raise
-    _inserted(database.alias, task, snapshot)
+        count = 1
+    if count > 0:
+        _inserted(database.alias, task, snapshot)
+    return count > 0
 
 
 def _inserted(using: str, *instances: Model) -> None:

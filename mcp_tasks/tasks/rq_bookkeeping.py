@@ -13,7 +13,7 @@ the task jobs that succeeded meanwhile, and runs atomically, as rq's ``MULTI`` d
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 from uuid import uuid4
 
@@ -23,6 +23,9 @@ from rq.job import JobStatus
 from rq.utils import as_text, now, utcformat
 from rq.worker import WorkerStatus
 
+from . import fair_queue
+from .fair_queue import Lease
+
 #: KEYS: the worker's hash, its execution index, the queue, its intermediate queue (the
 #: queue again when there is none: a worker of several queues), the queue's started
 #: registry, then 6 per job forgotten (its execution, the job's execution registry, the
@@ -30,19 +33,27 @@ from rq.worker import WorkerStatus
 #: ARGV: the worker's name, now (seconds as a float, as whole seconds, in rq's text
 #: format), rq's job monitoring interval, the job and execution key prefixes (``rq:job:``,
 #: ``rq:execution``: executions are ``rq:execution:<job>:<id>``, a job's execution registry
-#: ``rq:executions:<job>``), "1" to mark
-#: the worker busy, how many jobs to take from the queue, how many are given, how many
-#: are forgotten; then 3 per job forgotten (execution id, job id, seconds it worked), the
+#: ``rq:executions:<job>``), "1" to mark the worker busy, how many jobs to take, how many
+#: are given, how many are forgotten, the fair queue's prefix ("" for none), the seconds a
+#: lease lasts, how many leases are given back; then 3 per job forgotten (execution id,
+#: job id, seconds it worked), 3 per lease given back (:class:`~.fair_queue.Lease`), the
 #: given job ids, and an execution id for each job that may start.
-#: Returns job id, execution id and the job's hash (as it was before) of each started job.
-_SCRIPT = """
+#: Jobs are taken from the fair queue (:mod:`.fair_queue`), then from rq's own list.
+#: Returns {job id, execution id and the job's hash (as it was before) of each started
+#: job}, {the ids of jobs parked for their concurrency limit}, and 1 when the fair queue
+#: still has jobs ready.
+_SCRIPT = f"""
+local job_prefix = ARGV[6]
+{fair_queue.FUNCTIONS}
 local worker_name, now, now_whole, now_text = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local monitoring, job_prefix, execution_prefix = tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local monitoring, execution_prefix = tonumber(ARGV[5]), ARGV[7]
 local mark_busy, to_take = ARGV[8] == '1', tonumber(ARGV[9])
 local given, forgotten = tonumber(ARGV[10]), tonumber(ARGV[11])
+local fair, lease_ttl, released = ARGV[12], tonumber(ARGV[13]), tonumber(ARGV[14])
 local worker, index, queue, intermediate, started = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local moment = tonumber(now)
 
-local k, a, worked = 6, 12, 0
+local k, a, worked = 6, 15, 0
 for _ = 1, forgotten do
   local composite = ARGV[a + 1] .. ':' .. ARGV[a]
   redis.call('DEL', KEYS[k])
@@ -56,13 +67,17 @@ if forgotten > 0 then
   redis.call('HINCRBY', worker, 'successful_job_count', forgotten)
   redis.call('HINCRBYFLOAT', worker, 'total_working_time', worked)
 end
+for _ = 1, released do
+  release(ARGV[a], ARGV[a + 1], ARGV[a + 2], moment, lease_ttl)
+  a = a + 3
+end
 
-local execution_ids, taken = a + given, {}
-local function start(job_id)
+local execution_ids, taken = a + given, {{}}
+local function start(job_id, dequeued_by_rq)
   local job = job_prefix .. job_id
   local fields = redis.call('HGETALL', job)
   if #fields == 0 then  -- deleted while queued: skipped, as rq's dequeue skips it
-    if intermediate ~= queue then redis.call('LREM', intermediate, 1, job_id) end
+    if dequeued_by_rq then redis.call('LREM', intermediate, 1, job_id) end
     return
   end
   local id = ARGV[execution_ids + #taken / 3]
@@ -83,19 +98,27 @@ local function start(job_id)
   redis.call('HSET', job, 'last_heartbeat', now_text, 'status', 'started',
     'started_at', now_text, 'worker_name', worker_name)
   redis.call('PERSIST', job)
-  if intermediate ~= queue then redis.call('LREM', intermediate, 1, job_id) end
+  if dequeued_by_rq then redis.call('LREM', intermediate, 1, job_id) end
   taken[#taken + 1] = job_id
   taken[#taken + 1] = id
   taken[#taken + 1] = fields
 end
-for i = 1, given do start(ARGV[a + i - 1]) end
+for i = 1, given do start(ARGV[a + i - 1], intermediate ~= queue) end
+local parked = {{}}
+if fair ~= '' and to_take > 0 then housekeeping(fair, moment, lease_ttl) end
 for _ = 1, to_take do
-  local job_id = redis.call('LMOVE', queue, intermediate, 'LEFT', 'RIGHT')
+  local job_id = nil
+  if fair ~= '' then job_id = pick(fair, moment, lease_ttl, parked) end
+  if not job_id then job_id = redis.call('LPOP', queue) end  -- another rq job of the queue
   if not job_id then break end
-  start(job_id)
+  start(job_id, false)
+end
+local more = 0
+if fair ~= '' then
+  if redis.call('LLEN', fair .. ':ring') > 0 then more = 1 else quiet(fair) end
 end
 if mark_busy and #taken > 0 then redis.call('HSET', worker, 'state', 'busy') end
-return taken
+return {{taken, parked, more}}
 """
 
 
@@ -109,11 +132,23 @@ class Succeeded(Protocol):
 
 @dataclass
 class Started:
-    """A job the script started: marked started, its execution registered."""
+    """A job the script started: marked started, its execution registered (``lease``: the
+    lease of its concurrency limit, which it gives back when it ends)."""
 
     job: Any
     queue: Any
     execution: Execution
+    lease: Lease | None = None
+
+
+@dataclass
+class Taken:
+    """What one run of the script did: the jobs it started, the ids of the jobs it parked
+    for their concurrency limit, and whether the fair queue still has jobs ready."""
+
+    started: list[Started] = field(default_factory=list)
+    parked: list[str] = field(default_factory=list)
+    more: bool = False
 
 
 class Bookkeeping:
@@ -132,11 +167,14 @@ class Bookkeeping:
         take: int = 0,
         job_ids: Sequence[str] = (),
         forgotten: Sequence[Succeeded] = (),
-    ) -> list[Started]:
-        """Forget ``forgotten`` (as rq forgets a finished job with no result to keep), then
-        start the jobs ``job_ids`` (dequeued from ``queue``) and up to ``take`` jobs waiting
-        in ``queue``, as rq's dequeue, ``prepare_execution`` and ``prepare_job_execution``
-        do. The started jobs, in queue order; none whose hash is gone."""
+        released: Sequence[Lease] = (),
+    ) -> Taken:
+        """Forget ``forgotten`` (as rq forgets a finished job with no result to keep), give
+        back the leases ``released``, then start the jobs ``job_ids`` (dequeued from
+        ``queue`` by rq) and up to ``take`` jobs waiting in ``queue`` (its fair queue first,
+        then rq's list), as rq's dequeue, ``prepare_execution`` and
+        ``prepare_job_execution`` do. The started jobs in the order taken, none whose hash
+        is gone or that is no longer queued."""
         worker = self.worker
         one_queue = len(worker.queues) == 1
         keys = [
@@ -159,6 +197,9 @@ class Bookkeeping:
             take,
             len(job_ids),
             len(forgotten),
+            fair_queue.prefix_of(queue.name) if take else "",
+            fair_queue.lease_seconds(),
+            len(released),
         ]
         for entry in forgotten:
             job, execution = entry.job, entry.execution
@@ -176,17 +217,19 @@ class Bookkeeping:
                 else 0.0
             )
             args += [execution.id, job.id, worked]
+        for lease in released:
+            args += lease.args()
         args += [*job_ids, *(uuid4().hex for _ in range(take + len(job_ids)))]
-        reply = self._script(keys=keys, args=args)
+        taken, parked, more = self._script(keys=keys, args=args)
         started = [
             self._started(queue, job_id, execution_id, fields, moment)
             for job_id, execution_id, fields in zip(
-                reply[::3], reply[1::3], reply[2::3], strict=True
+                taken[::3], taken[1::3], taken[2::3], strict=True
             )
         ]
         if started:
             worker._state = WorkerStatus.BUSY
-        return started
+        return Taken(started, [as_text(job_id) for job_id in parked], bool(more))
 
     def _started(
         self, queue: Any, job_id: bytes, execution_id: bytes, fields: list[Any], at: Any
@@ -195,7 +238,8 @@ class Bookkeeping:
         job = worker.job_class(
             as_text(job_id), connection=worker.connection, serializer=worker.serializer
         )
-        job.restore(dict(zip(fields[::2], fields[1::2], strict=True)))
+        stored = dict(zip(fields[::2], fields[1::2], strict=True))
+        job.restore(stored)
         job.redis_server_version = worker.get_redis_server_version()
         job.worker_name = worker.name
         job.last_heartbeat = job.started_at = at
@@ -203,7 +247,9 @@ class Bookkeeping:
         execution = Execution(as_text(execution_id), job.id, worker.connection, worker.name)
         execution.created_at = execution.last_heartbeat = at
         execution._job = job
-        return Started(job, queue, execution)
+        limit = as_text(stored.get(b"mcp_limit") or b"")
+        lease = Lease(queue.name, limit, job.id) if limit else None
+        return Started(job, queue, execution, lease)
 
     def _started_key(self, queue_name: str, owner: Any) -> str:
         """The key of the started registry of a queue (rq's, made once per queue);

@@ -34,10 +34,11 @@ from ..models import (
     TaskLogEntry,
     TaskSnapshot,
     TaskStatus,
+    WaitingFor,
 )
 from ..server import mcp
-from ..task_contract import InvalidAnswer, NewTask, TaskNotFound
-from . import admin_events, crypto, loop_redis, notify, queue, rows
+from ..task_contract import InvalidAnswer, NewTask, QuotaExceeded, TaskNotFound
+from . import admin_events, crypto, fair_queue, loop_redis, notify, queue, rows
 from .loop_database import LoopDatabase
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -104,13 +105,38 @@ def _touch(task: Task, **changes: Any) -> None:
 # -- creating and reading ---------------------------------------------------------------
 
 
+def _quotas(task: Task) -> list[tuple[str, Any, int]]:
+    """The limits on active tasks that apply to the new ``task`` (``rows.Quotas``)."""
+    config = get_config()
+    quotas: list[tuple[str, Any, int]] = []
+    if config["MAX_ACTIVE_TASKS"] is not None:
+        quotas.append(("principal_scope", task.principal_scope, config["MAX_ACTIVE_TASKS"]))
+    if config["MAX_ACTIVE_TASKS_PER_CLIENT"] is not None and task.client_id:
+        quotas.append(("client_id", task.client_id, config["MAX_ACTIVE_TASKS_PER_CLIENT"]))
+    return quotas
+
+
+def _over_quota(task: Task, quotas: list[tuple[str, Any, int]]) -> QuotaExceeded:
+    """The refusal of a task that did not fit its quotas (which one is read again)."""
+    column, value, limit = rows.exceeded_quota(quotas) or quotas[0]
+    if column == "principal_scope":
+        error = QuotaExceeded("MAX_ACTIVE_TASKS", limit, "this caller")
+    else:
+        error = QuotaExceeded("MAX_ACTIVE_TASKS_PER_CLIENT", limit, f"OAuth client {value!r}")
+    logger.warning("task of %s refused: %s", task.principal_scope, error)
+    return error
+
+
 def create_task(new: NewTask) -> Task:
     """Record the task and its snapshot, commit, then enqueue its job.
 
-    Returns only once ``get_task`` finds the task and its job is queued.
+    Returns only once ``get_task`` finds the task and its job is queued. Raises
+    :class:`QuotaExceeded`, having written nothing, when a quota has no room left.
     """
     task, snapshot = _new_rows(new)
-    rows.insert_task(task, snapshot)  # together, atomically
+    quotas = _quotas(task)
+    if not rows.insert_task(task, snapshot, quotas=quotas):  # together, atomically
+        raise _over_quota(task, quotas)
     signals.send_on_commit(signals.task_created, task_id=task.id, task=task)
     admin_events.announce_on_commit(task.id, "task_created")
     try:
@@ -129,7 +155,9 @@ async def acreate_task(new: NewTask) -> Task:
     if database is None or signals.listened(signals.task_created):
         return await db(create_task)(new)
     task, snapshot = _new_rows(new)
-    await rows.ainsert_task(database, task, snapshot)
+    quotas = _quotas(task)
+    if not await rows.ainsert_task(database, task, snapshot, quotas):
+        raise await db(_over_quota)(task, quotas)
     if admin_events.may_announce():
         await db(admin_events.announce)(task.id, "task_created")
     try:
@@ -275,6 +303,7 @@ def begin_run(task_id: str, worker_name: str, run: int | None = None) -> Task | 
         if not runnable.update(
             heartbeat_at=now,
             worker_name=worker_name[:255],
+            waiting_for=WaitingFor.NOTHING,
             status_message="Working",
             started_at=Coalesce("started_at", Value(now)),
             updated_at=now,
@@ -295,13 +324,63 @@ def _claim(worker_name: str, run: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """The condition and the changes of job number ``run``'s claim. The status stays
     ``working``: nobody needs to hear of it."""
     now = timezone.now()
-    changes: dict[str, Any] = {"heartbeat_at": now, "worker_name": worker_name[:255]}
+    changes: dict[str, Any] = {
+        "heartbeat_at": now,
+        "worker_name": worker_name[:255],
+        "waiting_for": WaitingFor.NOTHING,
+    }
     if run == 0:
         changes.update(status_message="Working", started_at=now)
     else:
         changes["status_message"] = "Resumed"
     changes["updated_at"] = now
     return {"status": TaskStatus.WORKING, "runs": run}, changes
+
+
+def retry_later(
+    task_id: str, run: int, attempts: int, delay: float, why: str, *, error: Any = None
+) -> bool:
+    """Job number ``run`` failed in a way its tool calls transient: the task stays
+    ``working`` and its next attempt is queued to run in ``delay`` seconds, holding no
+    worker meanwhile (its answers so far are replayed). False when the task ended or moved
+    on meanwhile."""
+    why = jsontext.storable(why, f"the failure of task {task_id}")[:500]
+    with transaction.atomic():
+        task = _locked(task_id)
+        if task.is_terminal or task.status != TaskStatus.WORKING or task.runs != run:
+            return False
+        attempt = task.attempt + 1
+        _touch(
+            task,
+            runs=task.runs + 1,
+            attempt=attempt,
+            heartbeat_at=None,
+            waiting_for=WaitingFor.RETRY,
+            status_message=f"Attempt {attempt} of {attempts} in {delay:g} s ({why})"[:2000],
+        )
+        add_log(task_id, "warning", "mcp_tasks", f"attempt {attempt - 1} failed: {why}")
+        _publish_on_commit(task)
+        transaction.on_commit(lambda: queue.enqueue(task, delay=delay))
+    return True
+
+
+def note_waiting_for_limit(task_ids: list[str]) -> int:
+    """These queued tasks wait for a slot of their concurrency limit: their status message
+    says which (:func:`~.fair_queue.limit_of`). Returns how many changed."""
+    changed = 0
+    now = timezone.now()
+    for task in Task.objects.filter(pk__in=task_ids, status=TaskStatus.WORKING).only(
+        "id", "tool_name", "arguments", "era", "session_id"
+    ):
+        limit = fair_queue.limit_of(task)
+        if limit is None:
+            continue
+        if Task.objects.filter(pk=task.id, status=TaskStatus.WORKING).update(
+            waiting_for=WaitingFor.LIMIT, status_message=limit.note, updated_at=now
+        ):
+            _publish(task, TaskStatus.WORKING)
+            changed += 1
+    return changed
 
 
 def heartbeat(task_ids: list[str]) -> dict[str, str]:

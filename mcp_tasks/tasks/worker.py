@@ -17,6 +17,7 @@ All of them run the task housekeeping every ``TASK_MAINTENANCE_INTERVAL`` second
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -24,16 +25,15 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from queue import SimpleQueue
 from types import TracebackType
 from typing import Any
 
 import redis
 from django.db import close_old_connections
 from rq.command import parse_payload
-from rq.exceptions import StopRequested
+from rq.exceptions import NoSuchJobError, StopRequested
 from rq.executions import Execution
-from rq.utils import as_text, now
+from rq.utils import now
 from rq.worker import BaseWorker, Worker, WorkerStatus
 
 from ..conf import get_config
@@ -43,11 +43,12 @@ from ..jsonrpc import INTERNAL_ERROR
 from ..server import mcp
 from ..sessions import purge_idle_sessions
 from ..stream_events import purge_old_events
-from . import service
+from . import fair_queue, service
+from .intake import Intake, note_parked
 from .job import execute
 from .question_mail import send_due
 from .queue import JOB_FUNCTION
-from .rq_bookkeeping import Bookkeeping, Started
+from .rq_bookkeeping import Started
 from .runtime import JobSlot, Runtime, Slots, runtime_for_loop
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -137,7 +138,55 @@ class _Maintaining:
             logger.exception("task maintenance failed")
 
 
-class TaskWorker(_Maintaining, BaseWorker):
+class _FairDequeuing:
+    """rq's dequeue loop (heartbeats, maintenance, Redis errors retried with back-off,
+    ``max_idle_time``; no ``timeout``: one look, as in burst mode) over the fair queue
+    (:mod:`.fair_queue`): :meth:`_take_one` takes the next job, else the worker waits on
+    its queues' bells."""
+
+    def _take_one(self) -> tuple[Any, bool]:
+        """The next job (None when none waits), and whether jobs are still ready."""
+        raise NotImplementedError
+
+    def _dequeue_fairly(self, timeout: float | None, max_idle_time: float | None) -> Any:
+        worker: Any = self
+        worker.set_state(WorkerStatus.IDLE)
+        idle_since = time.monotonic()
+        wait = 1.0
+        while True:
+            try:
+                worker.heartbeat()
+                if worker.should_run_maintenance_tasks:
+                    worker.run_maintenance_tasks()
+                found, more = self._take_one()
+                if found:
+                    return found
+                if more:
+                    continue  # the jobs looked at were parked for their limit: others wait
+                if timeout is None:
+                    return None
+                limit: float = timeout
+                if max_idle_time is not None:
+                    limit = min(limit, max(max_idle_time - (time.monotonic() - idle_since), 0.01))
+                fair_queue.wait_for_bell(
+                    worker.connection, [queue.name for queue in worker.queues], limit
+                )
+                if max_idle_time is not None and time.monotonic() - idle_since >= max_idle_time:
+                    return self._take_one()[0]
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
+                logger.error(
+                    "rq worker %s: Redis unreachable (%s), retrying in %g s",
+                    worker.name,
+                    error,
+                    wait,
+                )
+                time.sleep(wait)
+                wait = min(
+                    wait * worker.exponential_backoff_factor, worker.max_connection_wait_time
+                )
+
+
+class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
     """Runs many task jobs at once in one process (see the module docstring).
 
     Shutdown: the first SIGTERM/SIGINT stops dequeuing and waits for the running jobs
@@ -158,9 +207,8 @@ class TaskWorker(_Maintaining, BaseWorker):
         self._running: dict[str, _Running] = {}  # by job id
         self._taken: list[Started] = []  # the jobs started with the one rq executes next
         self._behind = True  # the last job dequeued had waited (or none yet): more may wait
-        self._bookkeeping = Bookkeeping(self)
+        self.intake = Intake(self, self._forgot)
         self._bookkeeper = ThreadPoolExecutor(1, thread_name_prefix="mcp_tasks-rq")
-        self._succeeded: SimpleQueue[_Ended] = SimpleQueue()  # task jobs for _forget_succeeded
         self._interruptible = False
         self._last_rq_heartbeat = 0.0
         self._suspension_checked_at = 0.0
@@ -222,17 +270,18 @@ class TaskWorker(_Maintaining, BaseWorker):
     ) -> Any:
         # Take jobs only when slots are free; keep rq's heartbeats going meanwhile. While the
         # worker is behind (its last job had waited), several waiting jobs are started in one
-        # round trip; otherwise, and when none wait, the queue is waited on as rq does.
+        # round trip; otherwise, and when none wait, the queues' bells are waited on.
         self._interruptible = True
         try:
             while not self.slots.wait_available(timeout=1.0):
-                self._beat_executions()
-                self.heartbeat()
-                self._forget_succeeded()
-            self._beat_executions()
-            started = (
-                self._take_waiting(min(self.slots.free(), TAKE_AT_ONCE)) if self._behind else []
-            )
+                self._keep_alive()
+            self._keep_alive()
+            started: list[Started] = []
+            if self._behind:
+                with contextlib.suppress(
+                    redis.exceptions.ConnectionError, redis.exceptions.TimeoutError
+                ):
+                    started, _ = self.intake.take(min(self.slots.free(), TAKE_AT_ONCE))
             if not started:
                 started = self._wait_for_job(timeout, max_idle_time)
             if not started:
@@ -246,103 +295,40 @@ class TaskWorker(_Maintaining, BaseWorker):
         finally:
             self._interruptible = False
 
+    def _keep_alive(self) -> None:
+        """While jobs run: rq's heartbeats, the leases, and what ended given back."""
+        self._beat_executions()
+        self.heartbeat()
+        self.intake.renew_leases()
+        self.intake.settle()
+
     def _wait_for_job(self, timeout: int | None, max_idle_time: int | None) -> list[Started]:
-        """rq's blocking dequeue. While jobs run, it waits :data:`FORGET_WITHIN` at a time,
-        and the jobs that ended meanwhile are forgotten with the next job's start, else
-        after such a wait; once none runs, they are forgotten and rq's full wait follows
-        (a worker running jobs is not idle: ``max_idle_time`` counts from then)."""
+        """Wait for a job. While jobs run, it waits :data:`FORGET_WITHIN` at a time, and
+        what ended meanwhile is settled with the next job's start, else after such a wait;
+        once none runs, it is settled and the full wait follows (a worker running jobs is
+        not idle: ``max_idle_time`` counts from then)."""
         while self._running and timeout is not None:
             started = self._dequeue(timeout, FORGET_WITHIN)
             if started:
                 return started
-            self._forget_succeeded()
-        self._forget_succeeded()  # jobs are queued here before they leave the running set
+            self._keep_alive()
+        self.intake.settle()  # jobs are queued there before they leave the running set
         return self._dequeue(timeout, max_idle_time)
 
     def _dequeue(self, timeout: float | None, max_idle_time: float | None) -> list[Started]:
-        """rq's dequeue loop (heartbeats, maintenance, Redis errors retried with back-off,
-        ``max_idle_time``; no ``timeout``: one look, as in burst mode), with the job read
-        and started by the bookkeeping script in one round trip. Several queues, or a Redis
-        without a blocking LMOVE (before 6.2; the embedded mode's): rq's own dequeue (it
-        orders queues, and pops), then the script."""
-        if len(self.queues) != 1 or self.get_redis_server_version() < (6, 2, 0):  # type: ignore[no-untyped-call]
-            dequeued = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)  # type: ignore[arg-type]
-            if dequeued is None:
-                return []
-            return self._start(dequeued[1], job_ids=[dequeued[0].id])
-        queue = self.queues[0]
-        self.set_state(WorkerStatus.IDLE)
-        idle_since = time.monotonic()
-        wait = 1.0
-        while True:
-            try:
-                self.heartbeat()
-                if self.should_run_maintenance_tasks:
-                    self.run_maintenance_tasks()
-                if timeout is None:
-                    job_id = self.connection.lmove(queue.key, queue.intermediate_queue_key)
-                else:
-                    limit: float = timeout
-                    if max_idle_time is not None:
-                        limit = min(
-                            limit, max(max_idle_time - (time.monotonic() - idle_since), 0.01)
-                        )
-                    job_id = self.connection.blmove(
-                        queue.key,
-                        queue.intermediate_queue_key,
-                        limit,  # type: ignore[arg-type]  # redis-py sends a float as it is
-                    )
-                if job_id is not None:
-                    started = self._start(queue, job_ids=[as_text(job_id)])
-                    if started:
-                        return started
-                    continue  # its hash was gone: the next one
-                if timeout is None or (
-                    max_idle_time is not None and time.monotonic() - idle_since >= max_idle_time
-                ):
-                    return []
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
-                logger.error(
-                    "rq worker %s: Redis unreachable (%s), retrying in %g s", self.name, error, wait
-                )
-                time.sleep(wait)
-                wait = min(wait * self.exponential_backoff_factor, self.max_connection_wait_time)
+        started: list[Started] | None = self._dequeue_fairly(timeout, max_idle_time)
+        return started or []
 
-    def _take_waiting(self, limit: int) -> list[Started]:
-        """Up to ``limit`` jobs waiting in the queue, dequeued as rq dequeues them (moved to
-        its intermediate queue) and started, in one round trip. [] when none wait, with
-        several queues (rq orders those), or when Redis cannot be reached (rq's own
-        dequeue then waits for it)."""
-        if len(self.queues) != 1 or limit < 1:
-            return []
-        try:
-            return self._start(self.queues[0], take=limit)
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-            return []
-
-    def _start(
-        self, queue: Any, *, take: int = 0, job_ids: list[str] | None = None
-    ) -> list[Started]:
-        """Start the jobs ``job_ids`` and up to ``take`` waiting ones (see
-        :meth:`Bookkeeping.run`); the task jobs that succeeded since the last round trip
-        are forgotten in it too."""
-        forgotten = self._drain_succeeded()
-        try:
-            started = self._bookkeeping.run(
-                queue, take=take, job_ids=job_ids or (), forgotten=forgotten
-            )
-        finally:
-            self._forgot(forgotten)
-        for entry in started:
-            self.executions[entry.execution.id] = entry.execution
-        return started
+    def _take_one(self) -> tuple[list[Started] | None, bool]:
+        started, more = self.intake.take(1)
+        return started or None, more
 
     def execute_job(self, job: Any, queue: Any) -> None:
         """Run the job (and those started with it) on the event loop and return at once
         (the next dequeue follows). rq counts them as one (``--max-jobs``)."""
         started, self._taken = self._taken, []
         if not started or started[0].job is not job:  # not dequeued here: start it now
-            started = self._start(queue, job_ids=[job.id])
+            started = self.intake.start(queue, job.id)
         for entry in started:
             self.slots.take_now()
             # Registered before it is scheduled: a short job can end (and be forgotten by
@@ -375,10 +361,11 @@ class TaskWorker(_Maintaining, BaseWorker):
             exc_info = sys.exc_info()
         finally:
             slot.release()
+            self.intake.ended(job.id)
         job.ended_at = now()
         ended = _Ended(job, queue, execution, exc_info, returned)
         if exc_info is None and job.result_ttl == 0 and task_id is not None:
-            self._succeeded.put(ended)  # forgotten by the dequeuing thread: no thread hop
+            self.intake.succeeded.put(ended)  # forgotten by the dequeuing thread: no hop
             self._running.pop(job.id, None)  # after put: see _wait_for_job
             return
         await asyncio.get_running_loop().run_in_executor(self._bookkeeper, self._finalize, ended)
@@ -395,32 +382,11 @@ class TaskWorker(_Maintaining, BaseWorker):
         finally:
             self._running.pop(ended.job.id, None)
 
-    def _drain_succeeded(self) -> list[_Ended]:
-        """The task jobs that succeeded since the last time, to forget: they keep nothing
-        in rq (``result_ttl=0``; the task row holds the result). Dequeuing thread."""
-        succeeded = []
-        while not self._succeeded.empty():
-            succeeded.append(self._succeeded.get())
-        return succeeded
-
     def _forgot(self, forgotten: list[_Ended]) -> None:
         """Done with these jobs, forgotten or not (Redis unreachable: rq's registry
         maintenance cleans up what is left)."""
         for ended in forgotten:
             self.executions.pop(ended.execution.id, None)
-
-    def _forget_succeeded(self) -> None:
-        """Forget the task jobs that succeeded, in a round trip of their own (dequeuing
-        thread)."""
-        forgotten = self._drain_succeeded()
-        if not forgotten:
-            return
-        try:
-            self._bookkeeping.run(self.queues[0], forgotten=forgotten)
-        except Exception:
-            logger.warning("rq bookkeeping of %d jobs failed", len(forgotten), exc_info=True)
-        finally:
-            self._forgot(forgotten)
 
     # -- rq state, heartbeats and commands --------------------------------------------------
 
@@ -507,11 +473,9 @@ class TaskWorker(_Maintaining, BaseWorker):
 
     def teardown(self) -> None:
         while self._running:  # warm shutdown: the running jobs finish first
-            self._beat_executions()
-            self.heartbeat()
-            self._forget_succeeded()
+            self._keep_alive()
             time.sleep(0.1)
-        self._forget_succeeded()
+        self.intake.settle()
         super().teardown()  # type: ignore[no-untyped-call]
         self._stop_loop()
 
@@ -529,13 +493,60 @@ class EmbeddedTaskWorker(TaskWorker):
         self._stop_requested = True
 
 
-class ForkingTaskWorker(_Maintaining, Worker):
+class ForkingTaskWorker(_FairDequeuing, _Maintaining, Worker):
     """rq's forking ``Worker``, one job per work-horse process, for tools that must be
-    stoppable by a hard kill (``tasks/cancel`` of a sync tool kills its work-horse)."""
+    stoppable by a hard kill (``tasks/cancel`` of a sync tool kills its work-horse). It
+    takes jobs from the fair queue too."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("maintenance_interval", get_config()["TASK_MAINTENANCE_INTERVAL"])
+        # rq beats for a running job this often: a third of a lease's life keeps it.
+        kwargs.setdefault("job_monitoring_interval", max(1, int(fair_queue.lease_seconds() / 3)))
         super().__init__(*args, **kwargs)
+        self._lease: fair_queue.Lease | None = None
+
+    def dequeue_job_and_maintain_ttl(
+        self, timeout: int | None, max_idle_time: int | None = None
+    ) -> Any:
+        found = self._dequeue_fairly(timeout, max_idle_time)
+        self.heartbeat()
+        return found
+
+    def _take_one(self) -> tuple[Any, bool]:
+        more = False
+        for queue in self.queues:
+            taken = fair_queue.take_one(self.connection, queue)
+            note_parked(taken.parked)
+            more = more or taken.more
+            if taken.job_id is None:
+                continue
+            try:
+                job = self.job_class.fetch(
+                    taken.job_id, connection=self.connection, serializer=self.serializer
+                )
+            except NoSuchJobError:  # deleted while queued: skipped, as rq's dequeue skips it
+                self.connection.lrem(queue.intermediate_queue_key, 1, taken.job_id)
+                return None, True
+            job.redis_server_version = self.get_redis_server_version()  # type: ignore[no-untyped-call]
+            self._lease = taken.lease
+            return (job, queue), more
+        return None, more
+
+    def execute_job(self, job: Any, queue: Any) -> None:
+        try:
+            super().execute_job(job, queue)
+        finally:
+            lease, self._lease = self._lease, None
+            if lease is not None:
+                try:
+                    fair_queue.release(self.connection, [lease])
+                except Exception:  # Redis down: the lease expires
+                    logger.warning("could not give back the lease of job %s", job.id, exc_info=True)
+
+    def maintain_heartbeats(self, job: Any, execution: Any) -> None:
+        super().maintain_heartbeats(job, execution)
+        if self._lease is not None:
+            fair_queue.renew(self.connection, [self._lease])
 
     def bootstrap(self, *args: Any, **kwargs: Any) -> None:
         super().bootstrap(*args, **kwargs)

@@ -10,7 +10,7 @@ from typing import Any
 from ..exceptions import ProtocolError
 from ..jsonrpc import Message, error_response
 from ..protocol import Dispatcher, RequestInfo
-from ..protocol.constants import http_status_for
+from ..protocol.constants import http_headers_for, http_status_for
 from .membership import Membership
 from .request_sink import RequestSink
 from .response_stream import ResponseStream
@@ -43,12 +43,20 @@ class Exchange:
 
     async def error(self, request_id: Any, exc: ProtocolError) -> None:
         """Answer with a JSON-RPC error (the HTTP status its code maps to)."""
+        error = exc.to_dict()
         await self.stream.finish(
-            error_response(request_id, exc.to_dict()), status=http_status_for(exc.code)
+            error_response(request_id, error),
+            status=http_status_for(exc.code),
+            headers=http_headers_for(error),
         )
 
     async def respond(self, response: Message, modern: bool) -> None:
-        """Send the response; a modern error also sets the HTTP status of its code."""
+        """Send the response; a modern error also sets the HTTP status of its code (and
+        its ``Retry-After``)."""
         error = response.get("error")
-        status = http_status_for(error["code"]) if error and modern else 200
-        await self.stream.finish(response, status=status)
+        if not error or not modern:
+            await self.stream.finish(response)
+            return
+        await self.stream.finish(
+            response, status=http_status_for(error["code"]), headers=http_headers_for(error)
+        )

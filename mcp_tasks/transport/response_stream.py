@@ -136,9 +136,15 @@ class ResponseStream:
             await self._open_sse_locked()
             await self._body(b": ping\r\n\r\n", True)
 
-    async def finish(self, message: dict[str, Any] | None, status: int = 200) -> None:
-        """End the response: the final message as an event or as a JSON body;
-        ``None`` → ``202 Accepted`` with no body (or just close the stream).
+    async def finish(
+        self,
+        message: dict[str, Any] | None,
+        status: int = 200,
+        headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        """End the response: the final message as an event or as a JSON body (with
+        ``status`` and ``headers``); ``None`` → ``202 Accepted`` with no body (or just close
+        the stream).
 
         The message is encoded before the stream counts as closed, so a failure here
         leaves it open for the consumer's error response."""
@@ -157,7 +163,12 @@ class ResponseStream:
             else:
                 length = str(len(data)).encode()
                 await self._start(
-                    status, [(b"content-type", b"application/json"), (b"content-length", length)]
+                    status,
+                    [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", length),
+                        *(headers or ()),
+                    ],
                 )
                 await self._body(data, False)
 

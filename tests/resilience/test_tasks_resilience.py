@@ -56,7 +56,7 @@ def test_worker_killed_mid_task_fails_the_task_once_its_heartbeat_is_lost(
     task_server: Any, task_client: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
     server = task_server(FAST_LIVENESS)
-    worker = rq_worker(server, kind="simple")  # the tool runs in the worker process itself
+    worker = rq_worker(server)  # the tool runs in the worker process itself
     client = task_client(server)
     task_id = client.start("gated_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
@@ -71,7 +71,7 @@ def test_maintenance_fails_the_task_of_a_dead_worker(
     task_server: Any, task_client: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
     server = task_server(FAST_LIVENESS)
-    worker = rq_worker(server, kind="simple")
+    worker = rq_worker(server)
     client = task_client(server)
     task_id = client.start("gated_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")

@@ -45,6 +45,7 @@ LAYERS: dict[str, tuple[int, frozenset[str]]] = {
                 "inputs",
                 "lifespan",
                 "permissions",
+                "retries",
                 "server",
                 "tool_call",
                 "verifiers",

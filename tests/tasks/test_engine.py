@@ -132,7 +132,7 @@ def test_worker_context_access_token_is_none_once_it_expired(
 def test_worker_context_never_sees_a_previous_jobs_token(
     server: Any, task_client: Any, rq_worker: Any
 ) -> None:
-    rq_worker(server, kind="simple")  # one process runs both jobs
+    rq_worker(server)  # one process runs both jobs
     _first_id, first = probe(task_client(server, token="valid-alice"))
     _, second = probe(task_client(server))
     assert first["access_token"]["token"] == "valid-alice"
@@ -226,7 +226,7 @@ def test_cancel_removes_a_queued_job(
 def test_cancel_raises_cancelled_error_in_a_running_async_tool(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
-    rq_worker(server, kind="simple")
+    rq_worker(server)
     task_id = client.start("async_wait_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     client.cancel(task_id)
@@ -288,7 +288,7 @@ def test_cancelling_a_finished_task_changes_nothing(
 def test_a_late_result_after_cancel_does_not_replace_cancelled(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
-    rq_worker(server, kind="simple")
+    rq_worker(server)
     task_id = client.start("stubborn_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     client.cancel(task_id)
@@ -301,10 +301,10 @@ def test_a_late_result_after_cancel_does_not_replace_cancelled(
 
 
 @pytest.mark.cancel
-def test_a_sync_tool_finishing_after_cancel_under_the_simple_worker_leaves_it_cancelled(
+def test_a_sync_tool_finishing_after_cancel_in_the_worker_process_leaves_it_cancelled(
     client: Any, server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
-    worker = rq_worker(server, kind="simple")
+    worker = rq_worker(server)
     task_id = client.start("blocking_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     assert int((tmp_path / "started").read_text()) == worker.pid  # runs in the worker itself

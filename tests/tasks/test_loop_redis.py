@@ -16,7 +16,7 @@ import redis
 from rq import Queue
 
 from mcp_tasks.models import Task
-from mcp_tasks.tasks import loop_redis, queue
+from mcp_tasks.tasks import fair_queue, loop_redis, queue
 from tests.worker_fixtures import free_port
 
 pytestmark = pytest.mark.redis
@@ -65,7 +65,10 @@ def test_a_job_queued_from_the_loop_is_the_one_rq_queues(task_queue: Queue) -> N
     connection = task_queue.connection
     assert job_hash(connection, by_loop) == job_hash(connection, by_rq)
     assert job_hash(connection, by_rq)[b"status"] == b"queued"
-    assert task_queue.get_job_ids() == [by_rq.job_id, by_loop.job_id]
+    assert fair_queue.job_ids(task_queue.connection, task_queue.name) == [
+        by_rq.job_id,
+        by_loop.job_id,
+    ]
     assert task_queue.key.encode() in connection.smembers(task_queue.redis_queues_keys)
     job = task_queue.fetch_job(by_loop.job_id)
     assert job is not None and job.args == (by_loop.id, 0) and job.func_name == queue.JOB_FUNCTION
@@ -80,7 +83,10 @@ def test_staging_a_job_sends_nothing(task_queue: Queue, monkeypatch: pytest.Monk
         patched.setattr(task_queue.connection, "execute_command", lambda *a, **k: sent.append(a))
         commands = queue.stage_enqueue(a_task(task_queue.name))
     assert sent == []
-    assert [args[0] for args, _ in commands][-1] == "RPUSH"
+    # rq's own writes of the job, its push to rq's list replaced by the fair queue's.
+    assert [args[0] for args, _ in commands][-1] == "EVAL"
+    assert not any(args[0] in ("RPUSH", "LPUSH") for args, _ in commands)
+    assert any(args[:2] == ("SADD", task_queue.redis_queues_keys) for args, _ in commands)
 
 
 def test_unreachable_redis_raises(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,7 +132,7 @@ def test_without_a_twin_the_job_is_queued_from_a_thread(monkeypatch: pytest.Monk
     task = a_task(fake.name)
     asyncio.run(loop_redis.aenqueue(task))
     loop_redis.forget_clients()
-    assert fake.get_job_ids() == [task.job_id]
+    assert fair_queue.job_ids(fake.connection, fake.name) == [task.job_id]
 
 
 @pytest.fixture
@@ -153,7 +159,7 @@ def test_a_job_is_queued_on_a_redis_that_restarted(private_queue: tuple[Any, Que
         await loop_redis.aenqueue(after)
 
     asyncio.run(scenario())
-    assert restarted.get_job_ids() == [after.job_id]
+    assert fair_queue.job_ids(restarted.connection, restarted.name) == [after.job_id]
 
 
 def test_jobs_queued_while_one_is_under_way_go_in_one_transaction(
@@ -171,6 +177,6 @@ def test_jobs_queued_while_one_is_under_way_go_in_one_transaction(
         await asyncio.gather(first, *(loop_redis.aenqueue(task) for task in tasks[1:]))
 
     asyncio.run(scenario())
-    assert own.get_job_ids() == [task.job_id for task in tasks]
+    assert fair_queue.job_ids(own.connection, own.name) == [task.job_id for task in tasks]
     stats = server.client().info("commandstats")
     assert stats["cmdstat_exec"]["calls"] == 2

@@ -153,7 +153,7 @@ def test_the_script_starts_a_job_as_rq_does(
     connection, queue, rq_worker, worker = setting
     by_rq, by_script = dequeue_two(connection, queue)
     rq_execution = start_as_rq_does(rq_worker, queue, by_rq)
-    [started] = Bookkeeping(worker).run(queue, job_ids=[by_script.id])
+    [started] = Bookkeeping(worker).run(queue, job_ids=[by_script.id]).started
     script_execution = started.execution
 
     rq_state = state_of(connection, by_rq, rq_execution, shared_keys(queue, rq_worker))
@@ -180,7 +180,7 @@ def test_the_script_forgets_a_succeeded_job_as_rq_does(setting: Setting) -> None
     by_rq, by_script = dequeue_two(connection, queue)
     bookkeeping = Bookkeeping(worker)
     rq_execution = start_as_rq_does(rq_worker, queue, by_rq)
-    [started] = bookkeeping.run(queue, job_ids=[by_script.id])
+    [started] = bookkeeping.run(queue, job_ids=[by_script.id]).started
     script_execution = started.execution
     by_script = started.job
     by_rq.started_at = by_script.started_at = now()
@@ -204,13 +204,13 @@ def test_jobs_start_and_others_are_forgotten_in_one_call(setting: Setting) -> No
     connection, queue, _, worker = setting
     first, second = dequeue_two(connection, queue)
     bookkeeping = Bookkeeping(worker)
-    [started] = bookkeeping.run(queue, job_ids=[first.id])
+    [started] = bookkeeping.run(queue, job_ids=[first.id]).started
     execution = started.execution
     first.ended_at = now()
 
     [next_started] = bookkeeping.run(
         queue, job_ids=[second.id], forgotten=[Ended(first, execution)]
-    )
+    ).started
     next_execution = next_started.execution
 
     assert queue.started_job_registry.get_job_ids() == [second.id]
@@ -231,7 +231,7 @@ def test_waiting_jobs_are_taken_in_queue_order_and_those_whose_hash_is_gone_skip
     connection.delete(jobs[1].key)  # gone while queued
     bookkeeping = Bookkeeping(worker)
 
-    started = bookkeeping.run(queue, take=3)
+    started = bookkeeping.run(queue, take=3).started
 
     assert [entry.job.id for entry in started] == [jobs[0].id, jobs[2].id]
     assert [entry.job.args for entry in started] == [(0, 1), (2, 1)]
@@ -243,5 +243,5 @@ def test_waiting_jobs_are_taken_in_queue_order_and_those_whose_hash_is_gone_skip
     # A job given by id (dequeued by rq's blocking wait) whose hash went meanwhile.
     connection.lmove(queue.key, queue.intermediate_queue_key)
     connection.delete(jobs[3].key)
-    assert bookkeeping.run(queue, job_ids=[jobs[3].id]) == []
+    assert bookkeeping.run(queue, job_ids=[jobs[3].id]).started == []
     assert connection.llen(queue.intermediate_queue_key) == 0

@@ -25,7 +25,7 @@ from rq import Queue
 from mcp_tasks import task_contract
 from mcp_tasks.db import db
 from mcp_tasks.models import Task
-from mcp_tasks.tasks import embedded, queue as task_queue, service
+from mcp_tasks.tasks import embedded, fair_queue, queue as task_queue, service
 from mcp_tasks.tasks.rq_bookkeeping import Started
 from mcp_tasks.tasks.worker import EmbeddedTaskWorker
 
@@ -90,14 +90,14 @@ def test_waiting_jobs_are_taken_together_in_queue_order_and_kept_in_rqs_registri
     jobs[2].delete()  # gone while queued: skipped, as rq's dequeue skips it
     worker = EmbeddedTaskWorker([queue], connection=connection, concurrency=4)
     batches: list[list[str]] = []
-    take = worker._take_waiting
+    take = worker.intake.take
 
-    def recorded(limit: int) -> list[Started]:
-        taken = take(limit)
+    def recorded(limit: int) -> tuple[list[Started], bool]:
+        taken, more = take(limit)
         batches.append([entry.job.id for entry in taken])
-        return taken
+        return taken, more
 
-    monkeypatch.setattr(worker, "_take_waiting", recorded)
+    monkeypatch.setattr(worker.intake, "take", recorded)
     ORDER.clear()
     thread = threading.Thread(target=worker.work, kwargs={"burst": True}, daemon=True)
     thread.start()
@@ -126,7 +126,8 @@ def test_task_jobs_that_succeed_are_forgotten_and_an_idle_worker_waits_long_agai
 ) -> None:
     """A task job that succeeded leaves nothing in rq (its row holds the result): the
     dequeuing thread forgets it with the next job's start, or after a short wait while
-    jobs run; once none runs, the worker goes back to rq's long blocking wait (no polling)."""
+    jobs run; once none runs, the worker goes back to its long blocking wait on the queue's
+    bell (no polling)."""
     connection = Redis.from_url(redis_url)
     queue = Queue(f"forget-{secrets.token_hex(4)}", connection=connection)
     monkeypatch.setattr(task_queue, "get_queue", lambda name: queue)
@@ -146,13 +147,13 @@ def test_task_jobs_that_succeed_are_forgotten_and_an_idle_worker_waits_long_agai
     ]
     worker = EmbeddedTaskWorker([queue], connection=connection, maintenance_interval=1)
     timeouts: list[float] = []
-    blmove = connection.blmove
+    blpop = connection.blpop
 
-    def recorded(source: str, destination: str, timeout: float, *args: Any) -> Any:
+    def recorded(keys: list[str], timeout: float) -> Any:
         timeouts.append(timeout)
-        return blmove(source, destination, timeout, *args)  # type: ignore[arg-type]
+        return blpop(keys, timeout)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(connection, "blmove", recorded)
+    monkeypatch.setattr(connection, "blpop", recorded)
 
     def work() -> None:
         try:
@@ -173,7 +174,7 @@ def test_task_jobs_that_succeed_are_forgotten_and_an_idle_worker_waits_long_agai
         assert worker.executions == {}
         seen = len(timeouts)
         _until(lambda: len(timeouts) > seen)  # a wait begun with nothing running
-        assert timeouts[-1] == worker.dequeue_timeout == 1
+        assert timeouts[-1] == worker.dequeue_timeout == fair_queue.LONGEST_WAIT == 1
     finally:
         worker.request_stop()  # seen between two jobs: one more job lets it stop
         queue.enqueue("operator.add", 1, 1, result_ttl=0)
@@ -199,8 +200,8 @@ def _until(condition: Any, timeout: float = 30.0) -> None:
 def test_an_idle_worker_blocks_on_the_queue_rather_than_spinning(
     redis_kind: str, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Nothing queued: each turn of the dequeue loop is one blocking wait of rq's timeout (a
-    Redis before 6.2, like the embedded mode's, has no blocking LMOVE: rq's own dequeue)."""
+    """Nothing queued: each turn of the dequeue loop is one blocking wait on the queue's
+    bell, on Redis and on the embedded mode's fake Redis."""
     connection = Redis.from_url(redis_url) if redis_kind == "redis" else embedded.connection()
     queue = Queue(f"idle-{secrets.token_hex(4)}", connection=connection)
     worker = EmbeddedTaskWorker([queue], connection=connection, maintenance_interval=1)

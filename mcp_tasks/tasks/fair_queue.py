@@ -1,0 +1,442 @@
+"""The fair queue: where task jobs wait for a worker, in Redis, one line per principal.
+
+rq keeps one FIFO list per queue, so one caller's backlog is everyone's wait. Task jobs
+wait here instead, per queue ``Q`` under ``mcp_tasks:fair:Q``:
+
+- ``:ready:<principal>``: a list of the principal's job ids, first in first out (a job
+  that already ran, resumed after an answer or re-queued, goes to its front);
+- ``:ring``: the principals that have jobs ready, each once. A worker takes the next job
+  of the first principal and puts the principal back at the end: free slots go to the
+  principals in turn (round robin), whatever one of them has queued;
+- ``:bell``: wake-up tokens an idle worker blocks on (``BLPOP``);
+- ``:delayed``: jobs due later (a retry's back-off), by due time; moved to the front of
+  their principal's line when due;
+- ``:lease:<limit>`` / ``:wait:<limit>`` / ``:limits`` / ``:held``: concurrency limits
+  (``TaskConfig(concurrency=N)``). A job of a limit starts only with one of its ``N``
+  leases (a sorted set of job ids by expiry); over the limit it waits in the limit's own
+  line, holding no worker slot, until a lease is given back or expires (a worker that
+  died renews nothing, so its leases run out after ``TASK_LOST_AFTER`` seconds).
+
+rq still writes and reads each job's hash (``rq:job:<id>``, status ``queued``), so
+``Job.fetch`` and django-rq's job pages work; only rq's own queue list is not used for
+task jobs (README "Limits and fairness" says where the queued jobs show). Every change
+runs in one Lua script, atomically across any number of ASGI and worker processes. The
+scripts here are the pieces; :mod:`.rq_bookkeeping` takes jobs with them as it starts them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rq.job import Job
+
+from ..conf import get_config
+from ..server import mcp
+
+if TYPE_CHECKING:
+    from ..models import Task
+
+#: Every fair queue's keys start with this and the rq queue's name.
+KEY_PREFIX = "mcp_tasks:fair:"
+#: The principal every job waits as when ``FAIR_SHARE`` is off: one line, first in first out.
+EVERYONE = "*"
+#: Wake-up tokens kept at most; more jobs than idle workers need no more.
+BELL_CAP = 64
+#: Longest wait of an idle worker on its bell, in seconds: it looks for due retries, expired
+#: leases and jobs queued through rq's own list at least this often.
+LONGEST_WAIT = 1.0
+
+
+def prefix_of(queue_name: str) -> str:
+    return f"{KEY_PREFIX}{queue_name}"
+
+
+def bell_key(queue_name: str) -> str:
+    return f"{prefix_of(queue_name)}:bell"
+
+
+#: Lua used by every script: ``job_prefix`` (``rq:job:``) is a local of the script.
+FUNCTIONS = """
+local function make_ready(prefix, principal, job_id, front)
+  local ready = prefix .. ':ready:' .. principal
+  local length
+  if front then length = redis.call('LPUSH', ready, job_id)
+  else length = redis.call('RPUSH', ready, job_id) end
+  if length == 1 then redis.call('RPUSH', prefix .. ':ring', principal) end
+end
+
+local function ring(prefix, cap)
+  local bell = prefix .. ':bell'
+  if redis.call('LLEN', bell) < cap then redis.call('RPUSH', bell, '1') end
+end
+
+-- A waiting job of the limit goes to the front of its principal's line for each lease
+-- free, the lease reserved for it (no other job can take it first).
+local function promote_waiting(prefix, limit, now, lease_ttl)
+  local leases, waiting = prefix .. ':lease:' .. limit, prefix .. ':wait:' .. limit
+  redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
+  local most = tonumber(redis.call('HGET', prefix .. ':limits', limit) or '1')
+  local free, promoted = most - redis.call('ZCARD', leases), 0
+  while free > 0 do
+    local job_id = redis.call('LPOP', waiting)
+    if not job_id then break end
+    local principal = redis.call('HGET', job_prefix .. job_id, 'mcp_principal')
+    if principal then
+      redis.call('ZADD', leases, now + lease_ttl, job_id)
+      make_ready(prefix, principal, job_id, true)
+      free, promoted = free - 1, promoted + 1
+    end
+  end
+  if redis.call('LLEN', waiting) == 0 then redis.call('SREM', prefix .. ':held', limit) end
+  return promoted
+end
+
+local function release(prefix, limit, job_id, now, lease_ttl)
+  redis.call('ZREM', prefix .. ':lease:' .. limit, job_id)
+  if promote_waiting(prefix, limit, now, lease_ttl) > 0 then ring(prefix, BELL_CAP) end
+end
+
+-- Due retries to the front of their principal's line; the leases of workers that died,
+-- at most once a second across all workers.
+local function housekeeping(prefix, now, lease_ttl)
+  local delayed = prefix .. ':delayed'
+  for _, job_id in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 64)) do
+    redis.call('ZREM', delayed, job_id)
+    local principal = redis.call('HGET', job_prefix .. job_id, 'mcp_principal')
+    if principal then make_ready(prefix, principal, job_id, true) end
+  end
+  if redis.call('SET', prefix .. ':swept', '1', 'PX', 1000, 'NX') then
+    for _, limit in ipairs(redis.call('SRANDMEMBER', prefix .. ':held', 100)) do
+      promote_waiting(prefix, limit, now, lease_ttl)
+    end
+  end
+end
+
+-- The next job to start, in the principals' turn, or nil. A job over its limit goes to
+-- the limit's line (its id added to ``parked``); a job no longer queued (cancelled, gone)
+-- is dropped.
+local function pick(prefix, now, lease_ttl, parked)
+  local ring_key = prefix .. ':ring'
+  for _ = 1, 64 do
+    local principal = redis.call('LPOP', ring_key)
+    if not principal then return nil end
+    local ready = prefix .. ':ready:' .. principal
+    local job_id = redis.call('LPOP', ready)
+    if redis.call('LLEN', ready) > 0 then redis.call('RPUSH', ring_key, principal) end
+    if job_id then
+      local fields = redis.call('HMGET', job_prefix .. job_id, 'status', 'mcp_limit')
+      local status, limit = fields[1], fields[2]
+      local limited = limit and limit ~= ''
+      if status == 'queued' then
+        if not limited then return job_id end
+        local leases = prefix .. ':lease:' .. limit
+        if redis.call('ZSCORE', leases, job_id) then
+          redis.call('ZADD', leases, now + lease_ttl, job_id)
+          return job_id
+        end
+        redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
+        local most = tonumber(redis.call('HGET', prefix .. ':limits', limit) or '1')
+        if redis.call('ZCARD', leases) < most then
+          redis.call('ZADD', leases, now + lease_ttl, job_id)
+          return job_id
+        end
+        redis.call('RPUSH', prefix .. ':wait:' .. limit, job_id)
+        redis.call('SADD', prefix .. ':held', limit)
+        parked[#parked + 1] = job_id
+      elseif limited then
+        release(prefix, limit, job_id, now, lease_ttl)
+      end
+    end
+  end
+  return nil
+end
+
+-- Nothing ready: no worker needs waking.
+local function quiet(prefix)
+  if redis.call('LLEN', prefix .. ':ring') == 0 then redis.call('DEL', prefix .. ':bell') end
+end
+""".replace("BELL_CAP", str(BELL_CAP))
+
+#: Queue a job in its principal's line (or for later), and wake a worker.
+#: KEYS: the job's hash. ARGV: job prefix, queue prefix, job id, principal, "1" for the
+#: front of the line, the time it is due (0: now), its limit ("" for none), the limit's
+#: size.
+PUSH = f"""
+local job_prefix = ARGV[1]
+{FUNCTIONS}
+local prefix, job_id, principal, front = ARGV[2], ARGV[3], ARGV[4], ARGV[5] == '1'
+local due, limit = tonumber(ARGV[6]), ARGV[7]
+redis.call('HSET', KEYS[1], 'mcp_principal', principal, 'mcp_limit', limit)
+if limit ~= '' then redis.call('HSET', prefix .. ':limits', limit, ARGV[8]) end
+if due > 0 then
+  redis.call('ZADD', prefix .. ':delayed', due, job_id)
+  return 0
+end
+make_ready(prefix, principal, job_id, front)
+ring(prefix, BELL_CAP)
+return 1
+""".replace("BELL_CAP", str(BELL_CAP))
+
+#: For rq's own worker classes (:class:`~mcp_tasks.tasks.worker.ForkingTaskWorker`): the
+#: next job (the fair queue's, else rq's list's), moved to rq's intermediate queue as rq's
+#: dequeue moves it. KEYS: the queue, its intermediate queue. ARGV: job prefix, queue
+#: prefix, now, lease seconds. Returns {job id or false, its limit, parked job ids, 1 when
+#: jobs are still ready}.
+TAKE_ONE = f"""
+local job_prefix = ARGV[1]
+{FUNCTIONS}
+local prefix, now, lease_ttl = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+housekeeping(prefix, now, lease_ttl)
+local parked = {{}}
+local job_id = pick(prefix, now, lease_ttl, parked)
+local limit = ''
+if job_id then limit = redis.call('HGET', job_prefix .. job_id, 'mcp_limit') or ''
+else job_id = redis.call('LPOP', KEYS[1]) end
+if job_id then redis.call('RPUSH', KEYS[2], job_id) end
+local more = 0
+if redis.call('LLEN', prefix .. ':ring') > 0 then more = 1 else quiet(prefix) end
+return {{job_id or false, limit, parked, more}}
+"""
+
+
+#: Give back the leases of jobs that ended, waking the jobs waiting for them.
+#: ARGV: job prefix, now, lease seconds, then (queue prefix, limit, job id) per lease.
+RELEASE = f"""
+local job_prefix = ARGV[1]
+{FUNCTIONS}
+local now, lease_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+for i = 4, #ARGV, 3 do release(ARGV[i], ARGV[i + 1], ARGV[i + 2], now, lease_ttl) end
+return 0
+"""
+
+#: Take a job out of its lines (a cancelled task's): its principal's, its limit's, the
+#: delayed ones; a lease reserved for it goes to the next job waiting.
+#: KEYS: the job's hash. ARGV: job prefix, queue prefix, job id, now, lease seconds.
+WITHDRAW = f"""
+local job_prefix = ARGV[1]
+{FUNCTIONS}
+local prefix, job_id, now, lease_ttl = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local fields = redis.call('HMGET', KEYS[1], 'mcp_principal', 'mcp_limit')
+local principal, limit = fields[1], fields[2]
+if principal then
+  local ready = prefix .. ':ready:' .. principal
+  if redis.call('LREM', ready, 0, job_id) > 0 and redis.call('LLEN', ready) == 0 then
+    redis.call('LREM', prefix .. ':ring', 0, principal)
+  end
+end
+redis.call('ZREM', prefix .. ':delayed', job_id)
+if limit and limit ~= '' then
+  redis.call('LREM', prefix .. ':wait:' .. limit, 0, job_id)
+  release(prefix, limit, job_id, now, lease_ttl)
+end
+quiet(prefix)
+return 0
+"""
+
+#: Keep the leases of running jobs. ARGV: the expiry, then (queue prefix, limit, job id).
+RENEW = """
+for i = 2, #ARGV, 3 do
+  redis.call('ZADD', ARGV[i] .. ':lease:' .. ARGV[i + 1], 'XX', ARGV[1], ARGV[i + 2])
+end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The concurrency limit a job starts under: its name in Redis, its size, and the status
+    message of a task that waits for it."""
+
+    name: str
+    size: int
+    note: str
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A running job's lease of its limit."""
+
+    queue_name: str
+    limit: str
+    job_id: str
+
+    def args(self) -> list[str]:
+        return [prefix_of(self.queue_name), self.limit, self.job_id]
+
+
+def lease_seconds() -> float:
+    """How long a lease lasts unless its worker renews it."""
+    return float(get_config()["TASK_LOST_AFTER"])
+
+
+def principal_of(task: Task) -> str:
+    """The line the task's jobs wait in."""
+    return task.principal_scope if get_config()["FAIR_SHARE"] else EVERYONE
+
+
+def _argument_text(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    if len(text) > 64:  # bounded keys: a long value is named by its digest
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:32]
+    return text
+
+
+def limit_of(task: Task) -> Limit | None:
+    """The concurrency limit of the task's tool (for its argument's value), if it has one."""
+    tool = mcp.tools.get(task.tool_name)
+    if tool is None or tool.task.concurrency is None:
+        return None
+    size = tool.task.concurrency
+    key = tool.task.concurrency_key
+    if key is None:
+        return Limit(
+            task.tool_name,
+            size,
+            f"Waiting for a free slot: at most {size} {task.tool_name} task(s) run at once",
+        )
+    arguments = task.arguments if isinstance(task.arguments, dict) else {}
+    value = _argument_text(arguments.get(key))
+    return Limit(
+        f"{task.tool_name}:{key}={value}",
+        size,
+        f"Waiting for a free slot: at most {size} {task.tool_name} task(s) run at once "
+        f"for {key}={value}",
+    )
+
+
+def push_args(task: Task, job: Job, *, delay: float = 0.0) -> tuple[list[str], list[Any]]:
+    """KEYS and ARGV of :data:`PUSH` for the task's current job, queued by rq (its
+    ``origin`` is its queue; ``delay``: seconds before it is due). A job that ran before
+    (a resume, a retry) goes to the front of the line."""
+    limit = limit_of(task)
+    due = time.time() + delay if delay > 0 else 0
+    return [job.key], [
+        job.redis_job_namespace_prefix,
+        prefix_of(job.origin),
+        job.id,
+        principal_of(task),
+        "1" if task.runs > 0 else "0",
+        due,
+        limit.name if limit else "",
+        limit.size if limit else 0,
+    ]
+
+
+@dataclass(frozen=True)
+class TakenOne:
+    """What :func:`take_one` found: a job id (None: nothing waits), its lease, the jobs
+    parked for their limit, and whether jobs are still ready."""
+
+    job_id: str | None
+    lease: Lease | None
+    parked: list[str]
+    more: bool
+
+
+def take_one(connection: Any, queue: Any) -> TakenOne:
+    """The next job of ``queue`` for rq's own dequeue (:data:`TAKE_ONE`)."""
+    job_id, limit, parked, more = connection.eval(
+        TAKE_ONE,
+        2,
+        queue.key,
+        queue.intermediate_queue_key,
+        Job.redis_job_namespace_prefix,
+        prefix_of(queue.name),
+        time.time(),
+        lease_seconds(),
+    )
+    found = _text(job_id) if job_id else None
+    lease = Lease(queue.name, _text(limit), found) if found and limit else None
+    return TakenOne(found, lease, [_text(p) for p in parked], bool(more))
+
+
+def wait_for_bell(connection: Any, queue_names: list[str], timeout: float) -> None:
+    """Block until a job may be waiting in one of the queues (a bell rings) or ``timeout``
+    passes (at most :data:`LONGEST_WAIT`: due retries and expired leases are looked for)."""
+    wait = max(0.01, min(timeout, LONGEST_WAIT))
+    connection.blpop([bell_key(name) for name in queue_names], wait)
+
+
+def task_id_of_job(job_id: str) -> str | None:
+    """The task id in a task job's id (``mcp_tasks-<task id>-<run>``), None for another job."""
+    if not job_id.startswith("mcp_tasks-"):
+        return None
+    task_id, _, run = job_id[len("mcp_tasks-") :].rpartition("-")
+    return task_id if task_id and run.isdigit() else None
+
+
+def withdraw(connection: Any, queue_name: str, job_id: str) -> None:
+    """Take the job ``job_id`` out of the queue's lines (:data:`WITHDRAW`)."""
+    connection.eval(
+        WITHDRAW,
+        1,
+        Job.redis_job_namespace_prefix + job_id,
+        Job.redis_job_namespace_prefix,
+        prefix_of(queue_name),
+        job_id,
+        time.time(),
+        lease_seconds(),
+    )
+
+
+def release(connection: Any, leases: list[Lease]) -> None:
+    """Give back ``leases`` (their jobs ended); the jobs waiting for them get them."""
+    if not leases:
+        return
+    args: list[Any] = [Job.redis_job_namespace_prefix, time.time(), lease_seconds()]
+    for lease in leases:
+        args += lease.args()
+    connection.eval(RELEASE, 0, *args)
+
+
+def renew(connection: Any, leases: list[Lease]) -> None:
+    """Extend ``leases`` (their jobs still run) by :func:`lease_seconds`."""
+    if not leases:
+        return
+    args: list[Any] = [time.time() + lease_seconds()]
+    for lease in leases:
+        args += lease.args()
+    connection.eval(RENEW, 0, *args)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What waits in one queue, for operators: jobs ready per principal (in turn order),
+    jobs waiting for a limit per limit, and jobs due later."""
+
+    ready: dict[str, int]
+    held: dict[str, int]
+    delayed: int
+
+
+def waiting(connection: Any, queue_name: str) -> Waiting:
+    """A look at one queue's lines (not atomic; for operators and tests)."""
+    prefix = prefix_of(queue_name)
+    principals = [_text(p) for p in connection.lrange(f"{prefix}:ring", 0, -1)]
+    ready = {p: int(connection.llen(f"{prefix}:ready:{p}")) for p in principals}
+    held = {
+        _text(limit): int(connection.llen(f"{prefix}:wait:{_text(limit)}"))
+        for limit in connection.smembers(f"{prefix}:held")
+    }
+    return Waiting(ready, held, int(connection.zcard(f"{prefix}:delayed")))
+
+
+def job_ids(connection: Any, queue_name: str) -> list[str]:
+    """Every job id waiting in one queue: ready (principals in turn order, each in line
+    order), then waiting for a limit, then due later."""
+    prefix = prefix_of(queue_name)
+    found: list[str] = []
+    for principal in connection.lrange(f"{prefix}:ring", 0, -1):
+        found += [_text(j) for j in connection.lrange(f"{prefix}:ready:{_text(principal)}", 0, -1)]
+    for limit in connection.smembers(f"{prefix}:held"):
+        found += [_text(j) for j in connection.lrange(f"{prefix}:wait:{_text(limit)}", 0, -1)]
+    found += [_text(j) for j in connection.zrange(f"{prefix}:delayed", 0, -1)]
+    return found
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,138 @@
+"""How a :class:`~mcp_tasks.tasks.worker.TaskWorker` takes jobs and gives back what ended.
+
+Every round trip is one run of the bookkeeping script (:mod:`.rq_bookkeeping`): it forgets
+the task jobs that succeeded since the last one, gives back the concurrency leases of the
+jobs that ended (:mod:`.fair_queue`), and starts the next jobs in the principals' turn. An
+idle worker blocks on its queues' bells. Jobs parked for their concurrency limit get a
+status message that says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from queue import SimpleQueue
+from typing import Any
+
+from . import fair_queue, service
+from .fair_queue import Lease
+from .rq_bookkeeping import Bookkeeping, Started, Succeeded
+
+logger = logging.getLogger("mcp_tasks.tasks")
+
+
+def _drain(queue: SimpleQueue[Any]) -> list[Any]:
+    items = []
+    while not queue.empty():
+        items.append(queue.get())
+    return items
+
+
+def note_parked(job_ids: list[str]) -> None:
+    """The status message of the tasks of jobs parked for their concurrency limit says so."""
+    task_ids = [t for t in map(fair_queue.task_id_of_job, job_ids) if t is not None]
+    if not task_ids:
+        return
+    try:
+        service.note_waiting_for_limit(task_ids)
+    except Exception:
+        logger.warning("could not note %d tasks waiting for a limit", len(task_ids), exc_info=True)
+
+
+class Intake:
+    """A worker's side of its queues. ``forgot`` is told of the succeeded jobs once they
+    are forgotten (or could not be: rq's registry maintenance cleans up what is left)."""
+
+    def __init__(self, worker: Any, forgot: Callable[[list[Any]], None]) -> None:
+        self.worker = worker
+        self.bookkeeping = Bookkeeping(worker)
+        self._forgot = forgot
+        #: Task jobs that succeeded (filled on the event loop, sent from the worker's thread).
+        self.succeeded: SimpleQueue[Succeeded] = SimpleQueue()
+        #: Leases of jobs that ended, to give back.
+        self.released: SimpleQueue[Lease] = SimpleQueue()
+        #: The leases of the jobs running here, by job id.
+        self.leases: dict[str, Lease] = {}
+        self._renewed_at = time.monotonic()
+
+    def take(self, limit: int) -> tuple[list[Started], bool]:
+        """Start up to ``limit`` waiting jobs, from the worker's queues in order; also
+        whether jobs are still ready (none started only because they were parked)."""
+        started: list[Started] = []
+        more = False
+        to_forget = forgotten = _drain(self.succeeded)
+        released = _drain(self.released)
+        try:
+            for queue in self.worker.queues:
+                taken = self.bookkeeping.run(
+                    queue, take=limit - len(started), forgotten=forgotten, released=released
+                )
+                forgotten, released = [], []
+                started += taken.started
+                more = more or taken.more
+                note_parked(taken.parked)
+                if len(started) >= limit:
+                    break
+        except Exception:
+            self._give_back_later(released)
+            raise
+        finally:
+            self._forgot(to_forget)
+        self._keep(started)
+        return started, more
+
+    def start(self, queue: Any, job_id: str) -> list[Started]:
+        """Start the job ``job_id`` that rq dequeued itself (with what ended meanwhile)."""
+        forgotten, released = _drain(self.succeeded), _drain(self.released)
+        try:
+            taken = self.bookkeeping.run(
+                queue, job_ids=[job_id], forgotten=forgotten, released=released
+            )
+        except Exception:
+            self._give_back_later(released)
+            raise
+        finally:
+            self._forgot(forgotten)
+        self._keep(taken.started)
+        return taken.started
+
+    def settle(self) -> None:
+        """Forget what succeeded and give back what ended, in a round trip of their own."""
+        forgotten, released = _drain(self.succeeded), _drain(self.released)
+        if not forgotten and not released:
+            return
+        try:
+            self.bookkeeping.run(self.worker.queues[0], forgotten=forgotten, released=released)
+        except Exception:
+            logger.warning(
+                "rq bookkeeping of %d jobs failed", len(forgotten) + len(released), exc_info=True
+            )
+            self._give_back_later(released)
+        finally:
+            self._forgot(forgotten)
+
+    def ended(self, job_id: str) -> None:
+        """The job ``job_id`` ended (any thread): its lease goes back with the next trip."""
+        lease = self.leases.pop(job_id, None)
+        if lease is not None:
+            self.released.put(lease)
+
+    def renew_leases(self) -> None:
+        """Keep the leases of the running jobs (a third of a lease's life apart)."""
+        if time.monotonic() - self._renewed_at < fair_queue.lease_seconds() / 3:
+            return
+        self._renewed_at = time.monotonic()
+        try:
+            fair_queue.renew(self.worker.connection, list(self.leases.values()))
+        except Exception:
+            logger.warning("renewing %d leases failed", len(self.leases), exc_info=True)
+
+    def _keep(self, started: list[Started]) -> None:
+        for entry in started:
+            if entry.lease is not None:
+                self.leases[entry.job.id] = entry.lease
+
+    def _give_back_later(self, released: list[Lease]) -> None:
+        for lease in released:
+            self.released.put(lease)
