@@ -37,6 +37,9 @@ Environment variable                         Sets
 ``MCP_TASKS_TEST_MAX_ACCEPT_WAIT``           ``MCP_TASKS["MAX_ACCEPT_WAIT"]`` (seconds, or ``none``)
 ``MCP_TASKS_TEST_MAX_REQUESTS_IN_PROGRESS``  ``MCP_TASKS["MAX_REQUESTS_IN_PROGRESS"]`` (an integer)
 ``MCP_TASKS_TEST_LIFESPAN``                  ``MCP_TASKS["LIFESPAN"]`` (a dotted path)
+``MCP_TASKS_TEST_CONCURRENCY``               ``MCP_TASKS["TASK_CONCURRENCY"]`` (an integer)
+``MCP_TASKS_TEST_MAX_ACTIVE_TASKS``          ``MCP_TASKS["MAX_ACTIVE_TASKS"]`` (an integer, or
+                                             ``none``)
 ``MCP_TASKS_TEST_SECRET_KEY_FALLBACKS``      Django's ``SECRET_KEY_FALLBACKS`` (comma-separated;
                                              ``DJANGO_SECRET_KEY`` already sets ``SECRET_KEY``)
 ``MCP_TASKS_TEST_CHANNEL_LAYER_URL``         the Redis of ``CHANNEL_LAYERS["default"]`` only (the rq
@@ -122,6 +125,12 @@ if _env("MAX_ACCEPT_WAIT"):
     )
 if _env("LIFESPAN"):
     MCP_TASKS["LIFESPAN"] = _env("LIFESPAN")
+if _env("CONCURRENCY"):
+    MCP_TASKS["TASK_CONCURRENCY"] = int(_env("CONCURRENCY"))
+if _env("MAX_ACTIVE_TASKS"):
+    MCP_TASKS["MAX_ACTIVE_TASKS"] = (
+        None if _env("MAX_ACTIVE_TASKS") == "none" else int(_env("MAX_ACTIVE_TASKS"))
+    )
 
 SECRET_KEY_FALLBACKS = _env_list("SECRET_KEY_FALLBACKS")
 

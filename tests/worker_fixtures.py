@@ -632,6 +632,8 @@ def task_row(database_url: str, task_id: str) -> dict[str, Any]:
         "progress",
         "progress_total",
         "runs",
+        "attempt",
+        "waiting_for",
         "worker_name",
         "result",
         "error",

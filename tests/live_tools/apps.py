@@ -12,6 +12,7 @@ class LiveToolsConfig(AppConfig):
         from . import (  # noqa: F401  (importing registers the tools)
             hostile_tools,
             legacy_task_tools,
+            limit_tools,
             seed_tools,
             task_tools,
             tools,

@@ -88,6 +88,83 @@ def test_create_task_queues_a_job_whose_id_derives_from_the_task_id() -> None:
     assert queued_job_ids() == [f"mcp_tasks-{task.id}-0"]
 
 
+# -- quotas of active tasks -----------------------------------------------------------------
+
+QUOTA = {"EMBEDDED_WORKER": True, "MAX_ACTIVE_TASKS": 2}
+
+
+def _written() -> tuple[int, int, list[str]]:
+    return Task.objects.count(), TaskSnapshot.objects.count(), queued_job_ids()
+
+
+@override_settings(MCP_TASKS=QUOTA)
+def test_a_task_past_the_callers_quota_is_refused_and_nothing_is_written() -> None:
+    new_task()
+    new_task()
+    before = _written()
+    with pytest.raises(task_contract.QuotaExceeded) as refused:
+        new_task()
+    assert (refused.value.setting, refused.value.limit) == ("MAX_ACTIVE_TASKS", 2)
+    assert "MAX_ACTIVE_TASKS = 2" in str(refused.value)
+    assert _written() == before
+
+
+@override_settings(MCP_TASKS=QUOTA)
+def test_the_quota_of_one_caller_does_not_touch_another() -> None:
+    new_task()
+    new_task()
+    other = new_task(principal_scope="user:2", access_token=None)
+    assert Task.objects.filter(principal_scope="user:2").get() == other
+
+
+@override_settings(MCP_TASKS=QUOTA)
+def test_a_task_waiting_for_an_answer_counts_and_a_finished_one_frees_its_place() -> None:
+    first, second = new_task(), new_task()
+    service.begin_run(first.id, "w", 0)
+    service.ask_all(first.id, 1, [("elicitation/create", ELICIT, "ok")], "w")
+    with pytest.raises(task_contract.QuotaExceeded):
+        new_task()
+    service.cancel(second.id, second.principal_scope)
+    assert new_task().status == TaskStatus.WORKING
+
+
+@override_settings(MCP_TASKS={**QUOTA, "MAX_ACTIVE_TASKS": None, "MAX_ACTIVE_TASKS_PER_CLIENT": 1})
+def test_the_quota_of_an_oauth_client_counts_its_tasks_across_its_users() -> None:
+    new_task()  # client-alice's token, for alice
+    with pytest.raises(task_contract.QuotaExceeded) as refused:
+        new_task(principal_scope="client:client-alice:bob")
+    assert refused.value.setting == "MAX_ACTIVE_TASKS_PER_CLIENT"
+    assert "'client-alice'" in str(refused.value)
+    assert new_task(principal_scope="user:9", access_token=None).client_id == ""
+
+
+@override_settings(MCP_TASKS={**QUOTA, "MAX_ACTIVE_TASKS": None})
+def test_no_quota_when_it_is_none() -> None:
+    assert len([new_task() for _ in range(4)]) == 4
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(MCP_TASKS=QUOTA)
+async def test_a_task_past_the_quota_is_refused_from_the_event_loop_too(
+    orm_thread_closed: None,
+) -> None:
+    fields: dict[str, Any] = {
+        "tool_name": "trivial_task",
+        "arguments": {},
+        "principal_scope": "user:77",
+        "era": "modern",
+        "protocol_version": "2026-07-28",
+        "client_info": {},
+        "client_capabilities": {},
+    }
+    for _ in range(2):
+        await service.acreate_task(task_contract.NewTask(**fields))
+    with pytest.raises(task_contract.QuotaExceeded):
+        await service.acreate_task(task_contract.NewTask(**fields))
+    count = await Task.objects.filter(principal_scope="user:77").acount()
+    assert count == 2
+
+
 def test_task_ids_are_high_entropy_and_distinct() -> None:
     ids = {new_task().id for _ in range(5)}
     assert len(ids) == 5
