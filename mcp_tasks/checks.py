@@ -17,6 +17,7 @@ from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS, get_config
 from .oauth_checks import check_oauth
+from .tasks.worker import takes_task_jobs
 
 _README = "See the 'Settings' table in the django-mcp-tasks README."
 _IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
@@ -51,6 +52,7 @@ def check_mcp_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
         messages += _check_hosts()
         messages += check_oauth()
         messages += _check_notifications()
+        messages += _check_worker_class()
     messages += _check_database_connections()
     return messages
 
@@ -188,6 +190,10 @@ def _value_problem(key: str, value: Any) -> str | None:
         if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
             return None
         return "must be a whole number of requests (1 or more) or None (no limit)"
+    if key in ("MAX_ACTIVE_TASKS", "MAX_ACTIVE_TASKS_PER_CLIENT"):
+        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            return None
+        return "must be a whole number of tasks (1 or more) or None (no limit)"
     if key == "SITE_URL":
         parts = urlsplit(value) if isinstance(value, str) else None
         if value is None or (parts and parts.scheme in ("http", "https") and parts.netloc):
@@ -411,5 +417,41 @@ def _check_notifications() -> list[CheckMessage]:
             hint="Set MCP_TASKS['SITE_URL'] to the admin's scheme and host, e.g. "
             "'https://ops.example.com'.",
             id="mcp_tasks.E006",
+        )
+    ]
+
+
+# -- W007: workers that take task jobs -------------------------------------------------------
+
+_TASK_WORKER = "mcp_tasks.tasks.worker.TaskWorker"
+
+
+def _check_worker_class() -> list[CheckMessage]:
+    """Task jobs wait in mcp_tasks' fair queue, which rq's own worker classes never read."""
+    if get_config()["EMBEDDED_WORKER"]:
+        return []
+    rq_settings = getattr(settings, "RQ", None)
+    name = rq_settings.get("WORKER_CLASS") if isinstance(rq_settings, dict) else None
+    if name is None:
+        problem = "RQ['WORKER_CLASS'] is not set, so `manage.py rqworker` runs rq's own Worker"
+    else:
+        try:
+            worker_class = import_string(name) if isinstance(name, str) else name
+        except ImportError as exc:
+            problem = f"RQ['WORKER_CLASS'] {name!r} cannot be imported ({exc})"
+        else:
+            if isinstance(worker_class, type) and takes_task_jobs(worker_class):
+                return []
+            problem = f"RQ['WORKER_CLASS'] {name!r} is not a task worker"
+    return [
+        CheckWarning(
+            f"{problem}: it never takes task jobs (they wait in mcp_tasks' fair queue), so "
+            "background tasks stay 'Queued'.",
+            hint=(
+                f'Set RQ = {{"WORKER_CLASS": "{_TASK_WORKER}"}} (or '
+                "mcp_tasks.tasks.worker.ForkingTaskWorker, or a subclass of either), or pass "
+                "--worker-class to rqworker and add 'mcp_tasks.W007' to SILENCED_SYSTEM_CHECKS."
+            ),
+            id="mcp_tasks.W007",
         )
     ]

@@ -444,6 +444,7 @@ def _finish(
             error=error,
             status_message=message[:2000],
             finished_at=timezone.now(),
+            waiting_for=WaitingFor.NOTHING,
         )
         task.input_requests.filter(status=InputRequestStatus.PENDING).update(
             status=InputRequestStatus.CLOSED
@@ -567,6 +568,7 @@ def cancel(task_id: str, principal_scope: str | None) -> Task:
             status=TaskStatus.CANCELLED,
             status_message="Cancelled",
             finished_at=timezone.now(),
+            waiting_for=WaitingFor.NOTHING,
         )
         task.input_requests.filter(status=InputRequestStatus.PENDING).update(
             status=InputRequestStatus.CLOSED

@@ -570,4 +570,16 @@ class ForkingTaskWorker(_FairDequeuing, _Maintaining, Worker):
         )
 
 
-__all__ = ["EmbeddedTaskWorker", "ForkingTaskWorker", "TaskWorker", "maintain", "task_job_args"]
+def takes_task_jobs(worker_class: type[Any]) -> bool:
+    """Whether workers of ``worker_class`` take task jobs (from the fair queue)."""
+    return issubclass(worker_class, _FairDequeuing)
+
+
+__all__ = [
+    "EmbeddedTaskWorker",
+    "ForkingTaskWorker",
+    "TaskWorker",
+    "maintain",
+    "takes_task_jobs",
+    "task_job_args",
+]

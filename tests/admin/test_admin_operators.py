@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from mcp_tasks import task_contract
 from mcp_tasks.models import InputRequestStatus, Task, TaskStatus
-from mcp_tasks.tasks import queue, service
+from mcp_tasks.tasks import fair_queue, queue, service
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("embedded_queue")]
 
@@ -115,7 +115,7 @@ def test_retry_runs_the_task_again_as_a_new_linked_task(operator: Client) -> Non
     assert service.snapshot_secrets(new) == service.snapshot_secrets(old)
     assert new.snapshot.progress_token is None and new.origin_request_id is None
     assert new.session_id != old.session_id
-    assert new.job_id in queue.get_queue("mcp_tasks").job_ids
+    assert new.job_id in fair_queue.job_ids(queue.get_queue("mcp_tasks").connection, "mcp_tasks")
     assert Task.objects.get(pk=old.pk).status == TaskStatus.FAILED  # the old one stays as it was
 
 

@@ -57,6 +57,7 @@ CLEAN = {
     "ALLOWED_HOSTS": ["mcp.example.com"],
     "MCP_TASKS": {},
     "DEBUG": False,
+    "RQ": {"WORKER_CLASS": "mcp_tasks.tasks.worker.TaskWorker"},
 }
 
 
@@ -149,6 +150,12 @@ def test_unknown_mcp_tasks_key_is_e003() -> None:
         ("MAX_REQUESTS_IN_PROGRESS", 10.5),
         ("MAX_REQUESTS_IN_PROGRESS", "100"),
         ("MAX_REQUESTS_IN_PROGRESS", True),
+        ("MAX_ACTIVE_TASKS", 0),
+        ("MAX_ACTIVE_TASKS", "1000"),
+        ("MAX_ACTIVE_TASKS", 2.5),
+        ("MAX_ACTIVE_TASKS_PER_CLIENT", -1),
+        ("MAX_ACTIVE_TASKS_PER_CLIENT", False),
+        ("FAIR_SHARE", "yes"),
         ("SESSION_CACHE_TTL", -1),
         ("SITE_URL", "ops.example.com"),
         ("SITE_URL", "ftp://ops.example.com"),
@@ -179,6 +186,10 @@ def test_wrong_value_type_is_e003(key: str, value: Any) -> None:
         ("EMBEDDED_WORKER", True),
         ("MAX_REQUESTS_IN_PROGRESS", 1),
         ("MAX_REQUESTS_IN_PROGRESS", None),
+        ("MAX_ACTIVE_TASKS", 1),
+        ("MAX_ACTIVE_TASKS", None),
+        ("MAX_ACTIVE_TASKS_PER_CLIENT", 50),
+        ("FAIR_SHARE", False),
         ("SESSION_CACHE_TTL", 0),
         ("SITE_URL", "https://ops.example.com"),
         ("NOTIFY_RECIPIENTS", ["ops@example.com"]),
@@ -433,3 +444,44 @@ def test_localhost_http_authorization_server_passes() -> None:
     }
     with override_settings(MCP_TASKS=config):
         assert run() == []
+
+
+# -- W007 ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "rq_settings",
+    [{}, {"WORKER_CLASS": "rq.worker.SimpleWorker"}, {"WORKER_CLASS": "rq.Worker"}],
+    ids=["no worker class", "rq's SimpleWorker", "rq's Worker"],
+)
+def test_a_worker_class_that_takes_no_task_jobs_is_w007(rq_settings: dict[str, Any]) -> None:
+    with override_settings(RQ=rq_settings):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.W007"]
+    assert "stay 'Queued'" in messages[0].msg
+    assert "mcp_tasks.tasks.worker.TaskWorker" in (messages[0].hint or "")
+
+
+def test_an_unimportable_worker_class_is_w007() -> None:
+    with override_settings(RQ={"WORKER_CLASS": "myproject.workers.Missing"}):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.W007"]
+    assert "cannot be imported" in messages[0].msg
+
+
+@pytest.mark.parametrize(
+    "worker_class",
+    [
+        "mcp_tasks.tasks.worker.TaskWorker",
+        "mcp_tasks.tasks.worker.ForkingTaskWorker",
+        "mcp_tasks.tasks.worker.EmbeddedTaskWorker",
+    ],
+)
+def test_task_worker_classes_pass_w007(worker_class: str) -> None:
+    with override_settings(RQ={"WORKER_CLASS": worker_class}):
+        assert run() == []
+
+
+def test_the_embedded_worker_needs_no_worker_class() -> None:
+    with override_settings(RQ={}, MCP_TASKS={"EMBEDDED_WORKER": True}):
+        assert "mcp_tasks.W007" not in ids()

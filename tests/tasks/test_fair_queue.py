@@ -219,6 +219,7 @@ def test_a_delayed_job_waits_until_it_is_due(lines: Lines) -> None:
     assert until(lambda: lines.started(1)) == ["D1"]
 
 
+@pytest.mark.cancel
 def test_a_cancelled_job_leaves_every_line(lines: Lines) -> None:
     lines.push("E1", "bob", tool="export", arguments={"customer": "acme"})
     lines.push("E2", "bob", tool="export", arguments={"customer": "acme"})
@@ -236,6 +237,7 @@ def test_a_cancelled_job_leaves_every_line(lines: Lines) -> None:
     assert lines.take_one_by_one(2) == ["A1"]
 
 
+@pytest.mark.cancel
 def test_a_job_cancelled_or_deleted_behind_the_queues_back_is_skipped(lines: Lines) -> None:
     for number in range(1, 4):
         lines.push(f"A{number}", "alice")
@@ -272,3 +274,26 @@ def test_another_rq_job_on_a_task_queue_runs_when_no_task_waits(lines: Lines) ->
     plain = lines.queue.enqueue("operator.add", 1, 2)
     lines.push("A1", "alice")
     assert [entry.job.id for entry in lines.take(2).started] == ["mcp_tasks-A1-0", plain.id]
+
+
+def test_the_queue_command_shows_the_lines(lines: Lines) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    lines.push("B1", "bob")
+    lines.push("A1", "alice")
+    lines.push("A2", "alice")
+    lines.push("E1", "carol", tool="export", arguments={"customer": "acme"})
+    lines.push("E2", "carol", tool="export", arguments={"customer": "acme"})
+    lines.push("D1", "carol", runs=1, delay=60)
+    assert lines.take_one_by_one(4) == ["B1", "A1", "E1", "A2"]
+    assert lines.take(1).parked == ["mcp_tasks-E2-0"]  # waits for acme's slot
+    lines.push("A3", "alice")
+    out = StringIO()
+    call_command("mcp_tasks_queue", lines.queue.name, stdout=out)
+    text = out.getvalue()
+    assert "running: 4\n" in text
+    assert "ready: 1 job(s) of 1 principal(s)\n  alice: 1\n" in text
+    assert 'waiting for a concurrency slot: 1\n  export:customer="acme": 1\n' in text
+    assert "due later (retries): 1" in text

@@ -151,7 +151,7 @@ def test_task_jobs_that_succeed_are_forgotten_and_an_idle_worker_waits_long_agai
 
     def recorded(keys: list[str], timeout: float) -> Any:
         timeouts.append(timeout)
-        return blpop(keys, timeout)  # type: ignore[arg-type]
+        return blpop(keys, timeout)
 
     monkeypatch.setattr(connection, "blpop", recorded)
 
