@@ -4,10 +4,12 @@ of the task jobs it forgets, in one Lua script and one round trip.
 rq reads a dequeued job's hash in one round trip, then starts it with a pipeline of about
 ten commands (the execution's hash, the job's execution registry, the started registry,
 the worker's execution index, the job's hash, the intermediate queue); building, sending
-and parsing those cost a busy worker about a third of its CPU. The script reads the jobs
-(given by id, or taken from the queue), writes the same keys with the same values as rq
-(``tests/tasks/test_rq_bookkeeping.py`` compares it with rq's own code on a real Redis), forgets
-the task jobs that succeeded meanwhile, and runs atomically, as rq's ``MULTI`` did.
+and parsing those cost a busy worker a third of its CPU. The script reads the jobs (given
+by id, or taken from the fair queue, :mod:`.fair_queue`), writes the same keys with the same
+values as rq, forgets the task jobs that succeeded meanwhile, and runs atomically, as rq's
+``MULTI`` did. ``tests/tasks/test_rq_bookkeeping.py`` runs rq's own worker methods
+(``prepare_execution`` and ``prepare_job_execution`` to start a job, ``_finalize_success``
+to end one) beside the script on a real Redis and compares what each leaves.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ local function start(job_id, dequeued_by_rq)
   redis.call('EXPIRE', registry, ttl + 60)
   redis.call('ZADD', started, now_whole + ttl, composite)
   redis.call('SADD', index, composite)
-  redis.call('EXPIRE', index, ttl + 60)
+  redis.call('EXPIRE', index, ttl)  -- rq's prepare_job_execution beats it to this
   redis.call('HSET', job, 'last_heartbeat', now_text, 'status', 'started',
     'started_at', now_text, 'worker_name', worker_name)
   redis.call('PERSIST', job)

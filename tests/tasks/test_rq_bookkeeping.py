@@ -1,9 +1,10 @@
 """The worker's Lua bookkeeping writes what rq's own code writes, on the real Redis.
 
 :mod:`mcp_tasks.tasks.rq_bookkeeping` replaces rq's pipelines for starting a job and for
-forgetting a task job that succeeded. Each test runs rq's code for one job and the script
-for another, side by side, and compares everything Redis then holds about each (ids and
-times aside). A new rq release that writes something else fails here.
+forgetting a task job that succeeded. Each test runs rq's own worker methods for one job
+(``prepare_execution`` and ``prepare_job_execution`` to start it, ``_finalize_success`` to
+end it) and the script for another, side by side, and compares everything Redis then holds
+about each (ids and times aside). A new rq release that writes something else fails here.
 """
 
 from __future__ import annotations
@@ -61,26 +62,16 @@ def dequeue_two(connection: Redis, queue: Queue) -> list[Any]:
 
 
 def start_as_rq_does(worker: EmbeddedTaskWorker, queue: Queue, job: Any) -> Execution:
-    with worker.connection.pipeline() as pipeline:
-        execution = Execution.create(
-            job, worker.get_heartbeat_ttl(job), pipeline=pipeline, worker_name=worker.name
-        )
-        job.prepare_for_execution(worker.name, pipeline)
-        pipeline.persist(job.key)
-        pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
-        pipeline.execute()
+    """rq's own calls, as its worker makes them for a dequeued job: ``prepare_execution``
+    (the main process), then ``prepare_job_execution`` (the work-horse)."""
+    execution: Execution = worker.prepare_execution(job)
+    worker.prepare_job_execution(job, remove_from_intermediate_queue=True)
     return execution
 
 
 def forget_as_rq_does(worker: EmbeddedTaskWorker, job: Any, execution: Execution) -> None:
-    with worker.connection.pipeline() as pipeline:
-        execution.delete(job, pipeline)
-        pipeline.delete(
-            job.key, job.dependents_key, job.dependencies_key, job.execution_registry.key
-        )
-        worker.increment_successful_job_count(pipeline)
-        worker.increment_total_working_time(job.ended_at - job.started_at, pipeline)
-        pipeline.execute()
+    """rq's own end of a job that returned and keeps no result (``result_ttl=0``)."""
+    worker._finalize_success(job, Queue(job.origin, connection=worker.connection), execution, 3)
 
 
 def shared_keys(queue: Queue, worker: EmbeddedTaskWorker) -> list[str]:
