@@ -11,7 +11,7 @@ wait here instead, per queue ``Q`` under ``mcp_tasks:fair:Q``:
 - ``:bell``: wake-up tokens an idle worker blocks on (``BLPOP``);
 - ``:delayed``: jobs due later (a retry's back-off), by due time; moved to the front of
   their principal's line when due;
-- ``:lease:<limit>`` / ``:wait:<limit>`` / ``:limits`` / ``:held``: concurrency limits
+- ``:lease:<limit>`` / ``:wait:<limit>`` / ``:held``: concurrency limits
   (``TaskConfig(concurrency=N)``). A job of a limit starts only with one of its ``N``
   leases (a sorted set of job ids by expiry); over the limit it waits in the limit's own
   line, holding no worker slot, until a lease is given back or expires (a worker that
@@ -79,7 +79,12 @@ end
 local function promote_waiting(prefix, limit, now, lease_ttl)
   local leases, waiting = prefix .. ':lease:' .. limit, prefix .. ':wait:' .. limit
   redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
-  local most = tonumber(redis.call('HGET', prefix .. ':limits', limit) or '1')
+  local first = redis.call('LINDEX', waiting, 0)
+  if not first then
+    redis.call('SREM', prefix .. ':held', limit)
+    return 0
+  end
+  local most = tonumber(redis.call('HGET', job_prefix .. first, 'mcp_limit_size') or '1')
   local free, promoted = most - redis.call('ZCARD', leases), 0
   while free > 0 do
     local job_id = redis.call('LPOP', waiting)
@@ -128,7 +133,8 @@ local function pick(prefix, now, lease_ttl, parked)
     local job_id = redis.call('LPOP', ready)
     if redis.call('LLEN', ready) > 0 then redis.call('RPUSH', ring_key, principal) end
     if job_id then
-      local fields = redis.call('HMGET', job_prefix .. job_id, 'status', 'mcp_limit')
+      local fields = redis.call(
+        'HMGET', job_prefix .. job_id, 'status', 'mcp_limit', 'mcp_limit_size')
       local status, limit = fields[1], fields[2]
       local limited = limit and limit ~= ''
       if status == 'queued' then
@@ -139,8 +145,7 @@ local function pick(prefix, now, lease_ttl, parked)
           return job_id
         end
         redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
-        local most = tonumber(redis.call('HGET', prefix .. ':limits', limit) or '1')
-        if redis.call('ZCARD', leases) < most then
+        if redis.call('ZCARD', leases) < tonumber(fields[3] or '1') then
           redis.call('ZADD', leases, now + lease_ttl, job_id)
           return job_id
         end
@@ -170,8 +175,8 @@ local job_prefix = ARGV[1]
 {FUNCTIONS}
 local prefix, job_id, principal, front = ARGV[2], ARGV[3], ARGV[4], ARGV[5] == '1'
 local due, limit = tonumber(ARGV[6]), ARGV[7]
-redis.call('HSET', KEYS[1], 'mcp_principal', principal, 'mcp_limit', limit)
-if limit ~= '' then redis.call('HSET', prefix .. ':limits', limit, ARGV[8]) end
+redis.call('HSET', KEYS[1], 'mcp_principal', principal, 'mcp_limit', limit,
+  'mcp_limit_size', ARGV[8])
 if due > 0 then
   redis.call('ZADD', prefix .. ':delayed', due, job_id)
   return 0
