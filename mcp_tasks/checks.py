@@ -190,6 +190,10 @@ def _value_problem(key: str, value: Any) -> str | None:
         if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
             return None
         return "must be a whole number of requests (1 or more) or None (no limit)"
+    if key == "RESERVED_SLOTS":
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return None
+        return "must be a whole number of slots (0 or more)"
     if key in ("MAX_ACTIVE_TASKS", "MAX_ACTIVE_TASKS_PER_CLIENT"):
         if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
             return None

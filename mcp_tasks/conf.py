@@ -120,6 +120,10 @@ DEFAULTS: dict[str, Any] = {
     # Free worker slots go to the principals with tasks waiting in turn (round robin), so
     # one caller's backlog does not delay the others; False: one line, first in first out.
     "FAIR_SHARE": True,
+    # Slots of each TaskWorker that one principal never fills: they stay for the next
+    # principal, whose task then starts at once instead of when a running task ends (with
+    # FAIR_SHARE; a worker of one slot keeps none). 0: a principal may fill a worker.
+    "RESERVED_SLOTS": 1,
     # Tasks one principal may have that are not over yet (working or input_required); a
     # task call past it is refused with -32029 (HTTP 429 with Retry-After on the modern
     # era) and nothing is written. None: no limit.

@@ -123,41 +123,58 @@ end
 
 -- The next job to start, in the principals' turn, or nil. A job over its limit goes to
 -- the limit's line (its id added to ``parked``); a job no longer queued (cancelled, gone)
--- is dropped.
-local function pick(prefix, now, lease_ttl, parked)
+-- is dropped. ``room``: how many more jobs each principal may start on this worker
+-- (``room.left[principal]``, else ``room.cap``; nil: no bound); a principal without room
+-- keeps its place and its turn passes. Returns the job id, and true when no principal in
+-- line has room.
+local function pick(prefix, now, lease_ttl, parked, room)
   local ring_key = prefix .. ':ring'
+  local passed = 0
   for _ = 1, 64 do
     local principal = redis.call('LPOP', ring_key)
-    if not principal then return nil end
-    local ready = prefix .. ':ready:' .. principal
-    local job_id = redis.call('LPOP', ready)
-    if redis.call('LLEN', ready) > 0 then redis.call('RPUSH', ring_key, principal) end
-    if job_id then
-      local fields = redis.call(
-        'HMGET', job_prefix .. job_id, 'status', 'mcp_limit', 'mcp_limit_size')
-      local status, limit = fields[1], fields[2]
-      local limited = limit and limit ~= ''
-      if status == 'queued' then
-        if not limited then return job_id end
-        local leases = prefix .. ':lease:' .. limit
-        if redis.call('ZSCORE', leases, job_id) then
-          redis.call('ZADD', leases, now + lease_ttl, job_id)
-          return job_id
+    if not principal then return nil, false end
+    if room and (room.left[principal] or room.cap) <= 0 then
+      redis.call('RPUSH', ring_key, principal)
+      passed = passed + 1
+      if passed >= redis.call('LLEN', ring_key) then return nil, true end
+    else
+      passed = 0
+      local ready = prefix .. ':ready:' .. principal
+      local job_id = redis.call('LPOP', ready)
+      if redis.call('LLEN', ready) > 0 then redis.call('RPUSH', ring_key, principal) end
+      local take = false
+      if job_id then
+        local fields = redis.call(
+          'HMGET', job_prefix .. job_id, 'status', 'mcp_limit', 'mcp_limit_size')
+        local status, limit = fields[1], fields[2]
+        local limited = limit and limit ~= ''
+        if status == 'queued' then
+          if not limited then
+            take = true
+          else
+            local leases = prefix .. ':lease:' .. limit
+            redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
+            if redis.call('ZSCORE', leases, job_id)
+              or redis.call('ZCARD', leases) < tonumber(fields[3] or '1') then
+              redis.call('ZADD', leases, now + lease_ttl, job_id)
+              take = true
+            else
+              redis.call('RPUSH', prefix .. ':wait:' .. limit, job_id)
+              redis.call('SADD', prefix .. ':held', limit)
+              parked[#parked + 1] = job_id
+            end
+          end
+        elseif limited then
+          release(prefix, limit, job_id, now, lease_ttl)
         end
-        redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
-        if redis.call('ZCARD', leases) < tonumber(fields[3] or '1') then
-          redis.call('ZADD', leases, now + lease_ttl, job_id)
-          return job_id
-        end
-        redis.call('RPUSH', prefix .. ':wait:' .. limit, job_id)
-        redis.call('SADD', prefix .. ':held', limit)
-        parked[#parked + 1] = job_id
-      elseif limited then
-        release(prefix, limit, job_id, now, lease_ttl)
+      end
+      if take then
+        if room then room.left[principal] = (room.left[principal] or room.cap) - 1 end
+        return job_id, false
       end
     end
   end
-  return nil
+  return nil, false
 end
 
 -- Nothing ready: no worker needs waking.

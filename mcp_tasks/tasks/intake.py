@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any
 
+from ..conf import get_config
 from . import fair_queue, service
 from .fair_queue import Lease
-from .rq_bookkeeping import Bookkeeping, Started, Succeeded
+from .rq_bookkeeping import Bookkeeping, Room, Started, Succeeded
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -54,7 +56,19 @@ class Intake:
         self.released: SimpleQueue[Lease] = SimpleQueue()
         #: The leases of the jobs running here, by job id.
         self.leases: dict[str, Lease] = {}
+        #: Whose line each job running here waited in, by job id.
+        self.principals: dict[str, str] = {}
         self._renewed_at = time.monotonic()
+
+    def room(self) -> Room | None:
+        """How many jobs one principal may run here: all slots but ``RESERVED_SLOTS``, so
+        that the next principal's task starts at once (None: no bound)."""
+        config = get_config()
+        size = self.worker.slots.size
+        if not config["FAIR_SHARE"] or not config["RESERVED_SLOTS"] or size < 2:
+            return None
+        running: Counter[str] = Counter(list(self.principals.values()))
+        return Room(max(1, size - config["RESERVED_SLOTS"]), dict(running))
 
     def take(self, limit: int) -> tuple[list[Started], bool]:
         """Start up to ``limit`` waiting jobs, from the worker's queues in order; also
@@ -66,7 +80,11 @@ class Intake:
         try:
             for queue in self.worker.queues:
                 taken = self.bookkeeping.run(
-                    queue, take=limit - len(started), forgotten=forgotten, released=released
+                    queue,
+                    take=limit - len(started),
+                    forgotten=forgotten,
+                    released=released,
+                    room=self.room(),
                 )
                 forgotten, released = [], []
                 started += taken.started
@@ -114,6 +132,7 @@ class Intake:
 
     def ended(self, job_id: str) -> None:
         """The job ``job_id`` ended (any thread): its lease goes back with the next trip."""
+        self.principals.pop(job_id, None)
         lease = self.leases.pop(job_id, None)
         if lease is not None:
             self.released.put(lease)
@@ -132,6 +151,8 @@ class Intake:
         for entry in started:
             if entry.lease is not None:
                 self.leases[entry.job.id] = entry.lease
+            if entry.principal is not None:
+                self.principals[entry.job.id] = entry.principal
 
     def _give_back_later(self, released: list[Lease]) -> None:
         for lease in released:

@@ -37,9 +37,11 @@ from .fair_queue import Lease
 #: ``rq:execution``: executions are ``rq:execution:<job>:<id>``, a job's execution registry
 #: ``rq:executions:<job>``), "1" to mark the worker busy, how many jobs to take, how many
 #: are given, how many are forgotten, the fair queue's prefix ("" for none), the seconds a
-#: lease lasts, how many leases are given back; then 3 per job forgotten (execution id,
-#: job id, seconds it worked), 3 per lease given back (:class:`~.fair_queue.Lease`), the
-#: given job ids, and an execution id for each job that may start.
+#: lease lasts, how many leases are given back, the most jobs one principal may run on
+#: this worker (0: no bound), how many principals run jobs here; then 3 per job forgotten
+#: (execution id, job id, seconds it worked), 3 per lease given back
+#: (:class:`~.fair_queue.Lease`), 2 per principal running jobs here (the principal, how
+#: many), the given job ids, and an execution id for each job that may start.
 #: Jobs are taken from the fair queue (:mod:`.fair_queue`), then from rq's own list.
 #: Returns {job id, execution id and the job's hash (as it was before) of each started
 #: job}, {the ids of jobs parked for their concurrency limit}, and 1 when the fair queue
@@ -52,10 +54,11 @@ local monitoring, execution_prefix = tonumber(ARGV[5]), ARGV[7]
 local mark_busy, to_take = ARGV[8] == '1', tonumber(ARGV[9])
 local given, forgotten = tonumber(ARGV[10]), tonumber(ARGV[11])
 local fair, lease_ttl, released = ARGV[12], tonumber(ARGV[13]), tonumber(ARGV[14])
+local cap, running = tonumber(ARGV[15]), tonumber(ARGV[16])
 local worker, index, queue, intermediate, started = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local moment = tonumber(now)
 
-local k, a, worked = 6, 15, 0
+local k, a, worked = 6, 17, 0
 for _ = 1, forgotten do
   local composite = ARGV[a + 1] .. ':' .. ARGV[a]
   redis.call('DEL', KEYS[k])
@@ -72,6 +75,12 @@ end
 for _ = 1, released do
   release(ARGV[a], ARGV[a + 1], ARGV[a + 2], moment, lease_ttl)
   a = a + 3
+end
+local room = nil
+if cap > 0 then room = {{cap = cap, left = {{}}}} end
+for _ = 1, running do
+  if room then room.left[ARGV[a]] = cap - tonumber(ARGV[a + 1]) end
+  a = a + 2
 end
 
 local execution_ids, taken = a + given, {{}}
@@ -106,18 +115,20 @@ local function start(job_id, dequeued_by_rq)
   taken[#taken + 1] = fields
 end
 for i = 1, given do start(ARGV[a + i - 1], intermediate ~= queue) end
-local parked = {{}}
+local parked, full = {{}}, false
 if fair ~= '' and to_take > 0 then housekeeping(fair, moment, lease_ttl) end
 for _ = 1, to_take do
   local job_id = nil
-  if fair ~= '' then job_id = pick(fair, moment, lease_ttl, parked) end
+  if fair ~= '' then job_id, full = pick(fair, moment, lease_ttl, parked, room) end
+  if full then break end  -- every principal waiting runs its most here: the slot stays free
   if not job_id then job_id = redis.call('LPOP', queue) end  -- another rq job of the queue
   if not job_id then break end
   start(job_id, false)
 end
 local more = 0
 if fair ~= '' then
-  if redis.call('LLEN', fair .. ':ring') > 0 then more = 1 else quiet(fair) end
+  if redis.call('LLEN', fair .. ':ring') == 0 then quiet(fair)
+  elseif not full then more = 1 end
 end
 if mark_busy and #taken > 0 then redis.call('HSET', worker, 'state', 'busy') end
 return {{taken, parked, more}}
@@ -141,6 +152,16 @@ class Started:
     queue: Any
     execution: Execution
     lease: Lease | None = None
+    principal: str | None = None  # whose line it waited in
+
+
+@dataclass
+class Room:
+    """How many jobs one principal may run on a worker (``cap``), and how many each runs
+    there now: a principal never fills the worker (``RESERVED_SLOTS``)."""
+
+    cap: int
+    running: dict[str, int]
 
 
 @dataclass
@@ -170,13 +191,15 @@ class Bookkeeping:
         job_ids: Sequence[str] = (),
         forgotten: Sequence[Succeeded] = (),
         released: Sequence[Lease] = (),
+        room: Room | None = None,
     ) -> Taken:
         """Forget ``forgotten`` (as rq forgets a finished job with no result to keep), give
         back the leases ``released``, then start the jobs ``job_ids`` (dequeued from
         ``queue`` by rq) and up to ``take`` jobs waiting in ``queue`` (its fair queue first,
         then rq's list), as rq's dequeue, ``prepare_execution`` and
-        ``prepare_job_execution`` do. The started jobs in the order taken, none whose hash
-        is gone or that is no longer queued."""
+        ``prepare_job_execution`` do; ``room`` bounds the jobs one principal runs here.
+        The started jobs in the order taken, none whose hash is gone or that is no longer
+        queued."""
         worker = self.worker
         one_queue = len(worker.queues) == 1
         keys = [
@@ -202,6 +225,8 @@ class Bookkeeping:
             fair_queue.prefix_of(queue.name) if take else "",
             fair_queue.lease_seconds(),
             len(released),
+            room.cap if room else 0,
+            len(room.running) if room else 0,
         ]
         for entry in forgotten:
             job, execution = entry.job, entry.execution
@@ -221,6 +246,8 @@ class Bookkeeping:
             args += [execution.id, job.id, worked]
         for lease in released:
             args += lease.args()
+        for principal, count in room.running.items() if room else ():
+            args += [principal, count]
         args += [*job_ids, *(uuid4().hex for _ in range(take + len(job_ids)))]
         taken, parked, more = self._script(keys=keys, args=args)
         started = [
@@ -251,7 +278,8 @@ class Bookkeeping:
         execution._job = job
         limit = as_text(stored.get(b"mcp_limit") or b"")
         lease = Lease(queue.name, limit, job.id) if limit else None
-        return Started(job, queue, execution, lease)
+        principal = stored.get(b"mcp_principal")
+        return Started(job, queue, execution, lease, as_text(principal) if principal else None)
 
     def _started_key(self, queue_name: str, owner: Any) -> str:
         """The key of the started registry of a queue (rq's, made once per queue);

@@ -145,6 +145,25 @@ def test_two_principals_tasks_start_in_turn_on_two_worker_processes(
         open_gate(tmp_path, label)
 
 
+def test_a_newcomers_task_starts_at_once_in_the_slot_a_flood_never_fills(
+    server: LiveServer, task_client: Any, rq_worker: Any, tmp_path: Path
+) -> None:
+    rq_worker(server, env={"MCP_TASKS_TEST_CONCURRENCY": "2"})  # one slot reserved
+    flood = task_client(server, token=principal("flood"))
+    for number in range(1, 4):
+        flood.start("turn_task", {"marker_dir": str(tmp_path), "label": f"A{number}"})
+    assert next_start(tmp_path, 0) == "A1"
+    task_client(server, token=principal("victim")).start(
+        "turn_task", {"marker_dir": str(tmp_path), "label": "B1"}
+    )
+    assert next_start(tmp_path, 1) == "B1"  # while A1 still runs: no wave to wait for
+    open_gate(tmp_path, "A1")
+    assert next_start(tmp_path, 2) == "A2"
+    assert started(tmp_path) == ["A1", "B1", "A2"]
+    for label in ("B1", "A2", "A3"):
+        open_gate(tmp_path, label)
+
+
 # -- quotas ----------------------------------------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ from mcp_tasks import TaskConfig
 from mcp_tasks.models import Task
 from mcp_tasks.server import MCPServer, mcp
 from mcp_tasks.tasks import embedded, fair_queue, queue
-from mcp_tasks.tasks.rq_bookkeeping import Bookkeeping, Taken
+from mcp_tasks.tasks.rq_bookkeeping import Bookkeeping, Room, Taken
 from mcp_tasks.tasks.worker import EmbeddedTaskWorker
 
 pytestmark = pytest.mark.redis
@@ -297,3 +297,43 @@ def test_the_queue_command_shows_the_lines(lines: Lines) -> None:
     assert "ready: 1 job(s) of 1 principal(s)\n  alice: 1\n" in text
     assert 'waiting for a concurrency slot: 1\n  export:customer="acme": 1\n' in text
     assert "due later (retries): 1" in text
+
+
+def test_a_principal_at_its_most_on_a_worker_passes_its_turn(lines: Lines) -> None:
+    for number in (1, 2):
+        lines.push(f"A{number}", "alice")
+    lines.push("B1", "bob")
+    full = Room(cap=2, running={"alice": 2})
+    assert [_task_id(e.job.id) for e in lines.take(3, room=full).started] == ["B1"]
+    assert lines.started(1) == ["A1"]  # another worker, where alice runs nothing
+
+
+def test_a_principal_reaches_its_most_within_one_take(lines: Lines) -> None:
+    for number in range(1, 5):
+        lines.push(f"A{number}", "alice")
+    taken = lines.take(4, room=Room(cap=2, running={"alice": 1}))
+    assert [_task_id(e.job.id) for e in taken.started] == ["A1"]
+    assert taken.more is False  # the free slots stay free: no one else waits
+
+
+def test_when_only_principals_at_their_most_wait_nothing_starts_and_no_more_is_said(
+    lines: Lines,
+) -> None:
+    lines.push("A1", "alice")
+    taken = lines.take(1, room=Room(cap=1, running={"alice": 1}))
+    assert (taken.started, taken.more) == ([], False)
+    assert fair_queue.job_ids(lines.connection, lines.queue.name) == ["mcp_tasks-A1-0"]
+
+
+def test_a_worker_keeps_reserved_slots_only_with_fair_share(lines: Lines) -> None:
+    worker = EmbeddedTaskWorker([lines.queue], connection=lines.connection, concurrency=16)
+    worker.intake.principals = {"job-1": "alice", "job-2": "alice", "job-3": "bob"}
+    assert worker.intake.room() == Room(cap=15, running={"alice": 2, "bob": 1})
+    with override_settings(MCP_TASKS={"RESERVED_SLOTS": 4}):
+        assert worker.intake.room() == Room(cap=12, running={"alice": 2, "bob": 1})
+    with override_settings(MCP_TASKS={"RESERVED_SLOTS": 0}):
+        assert worker.intake.room() is None
+    with override_settings(MCP_TASKS={"FAIR_SHARE": False}):
+        assert worker.intake.room() is None
+    alone = EmbeddedTaskWorker([lines.queue], connection=lines.connection, concurrency=1)
+    assert alone.intake.room() is None
