@@ -7,6 +7,7 @@ MCPServer for plain calls), driven from outside over HTTP. A script, not a test:
     python tests/benchmarks/compare.py tasks-get-scaling      # mcp_tasks only: tasks/get vs rows
     python tests/benchmarks/compare.py parked --parked 1000   # mcp_tasks only: parked questions
     python tests/benchmarks/compare.py embedded               # mcp_tasks only: ./scripts/dev mode
+    python tests/benchmarks/compare.py fairness               # one caller's flood, another's wait
 
 Setup (README "Production"): a fresh PostgreSQL database (``--database-url`` names the server)
 and a private ``redis-server`` (or ``--redis-url``) shared by all servers; mcp_tasks on daphne
@@ -17,6 +18,10 @@ whose HTTP process runs no tasks, with ``--workers`` Docket worker processes; th
 (``bench_client.py``). Each round measures every server once, in turn; the tables show the
 median of the rounds. Server logs go to a temporary directory; their last lines are printed
 when something fails, and every process is stopped at the end (Ctrl-C too).
+
+``fairness`` (``fairness.py``) runs each server alone, with 4 workers by default: a fresh
+stack on its own private Redis (mcp_tasks: and a fresh database) per server and round,
+stopped as soon as it is measured, which stops the flood it was given.
 """
 
 from __future__ import annotations
@@ -41,11 +46,13 @@ from types import FrameType
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.benchmarks import report  # noqa: E402
+from tests.benchmarks import fairness, report  # noqa: E402
 from tests.benchmarks.bench_client import BenchClient, BenchError  # noqa: E402
 from tests.benchmarks.measure import Sizes, measure_stack, warm_up  # noqa: E402
 from tests.benchmarks.stacks import (  # noqa: E402
     Stack,
+    ours_slots,
+    peer_slots,
     start_embedded,
     start_ours,
     start_peer,
@@ -57,7 +64,8 @@ from tests.legacy_client_fixtures import build_client_venv  # noqa: E402
 from tests.worker_fixtures import RedisProcess, db_rows, free_port  # noqa: E402
 
 SERVERS = ("ours", "peer", "sdk")
-MODES = ("compare", "tasks-get-scaling", "parked", "embedded")
+TITLES = {"ours": "mcp_tasks", "peer": "fastmcp-tasks", "sdk": "SDK MCPServer"}
+MODES = ("compare", "tasks-get-scaling", "parked", "embedded", "fairness")
 ROUNDS = ("compare", "embedded")  # the modes that measure in rounds
 
 
@@ -77,6 +85,14 @@ class Services:
 
 def start_services(args: argparse.Namespace, cleanup: contextlib.ExitStack, logs: Path) -> Services:
     database_url, database = fresh_database(args.database_url, cleanup, logs)
+    return Services(database_url, database, *start_redis(args, cleanup, logs))
+
+
+def start_redis(
+    args: argparse.Namespace, cleanup: contextlib.ExitStack, logs: Path
+) -> tuple[str, int | None, str]:
+    """``--redis-url``, or a private ``redis-server`` stopped at the end: its URL, its pid
+    (None for a given Redis) and its description."""
     if args.redis_url:
         redis_url, redis_pid, kind = args.redis_url, None, "given"
     else:
@@ -87,20 +103,31 @@ def start_services(args: argparse.Namespace, cleanup: contextlib.ExitStack, logs
         redis.start()
         assert redis.process is not None
         redis_url, redis_pid, kind = redis.url, redis.process.pid, "private redis-server"
-    version = redis_version(redis_url)
-    return Services(database_url, database, redis_url, redis_pid, f"Redis {version} ({kind})")
+    return redis_url, redis_pid, f"Redis {redis_version(redis_url)} ({kind})"
+
+
+def database_source(server_url: str, cleanup: contextlib.ExitStack, logs: Path) -> _Databases:
+    """Where new migrated databases come from: ``server_url`` (``sqlite://``: temporary
+    files); every one is dropped at the end."""
+    if server_url.startswith("sqlite"):
+        return _Databases(logs, None)
+    databases = _Databases(logs, server_url)
+    cleanup.callback(databases.drop_all)
+    return databases
+
+
+def describe_database(url: str) -> str:
+    if url.startswith("sqlite"):
+        return "SQLite"
+    version = db_rows(url, "SHOW server_version")[0][0]
+    return f"PostgreSQL {str(version).split()[0]}"
 
 
 def fresh_database(server_url: str, cleanup: contextlib.ExitStack, logs: Path) -> tuple[str, str]:
     """A new migrated database on ``server_url`` (``sqlite://``: a temporary file), dropped
     at the end, and its description."""
-    if server_url.startswith("sqlite"):
-        return _Databases(logs, None).new(), "SQLite"
-    databases = _Databases(logs, server_url)
-    cleanup.callback(databases.drop_all)
-    url = databases.new()
-    version = db_rows(url, "SHOW server_version")[0][0]
-    return url, f"PostgreSQL {str(version).split()[0]}"
+    url = database_source(server_url, cleanup, logs).new()
+    return url, describe_database(url)
 
 
 def redis_version(url: str) -> str:
@@ -237,6 +264,88 @@ def run_submode(
     return [*header(args, [stack], services, started), "", *body]
 
 
+# -- fairness (mcp_tasks and the peer) -----------------------------------------------------------
+
+
+def run_fairness(
+    args: argparse.Namespace, sizes: Sizes, cleanup: contextlib.ExitStack, logs: Path
+) -> list[str]:
+    """``fairness``: per round, each server in turn on a fresh stack of its own, measured
+    (``fairness.py``) and stopped at once, with the rest of its flood."""
+    started = Started()
+    flood = fairness.Flood.quick() if args.quick else fairness.Flood()
+    if args.tasks:
+        flood = replace(flood, tasks=args.tasks)
+    python = build_client_venv("bench-peer") if "peer" in args.only else None
+    databases = database_source(args.database_url, cleanup, logs)
+    samples: dict[str, list[dict[str, float]]] = {key: [] for key in args.only}
+    stacks: dict[str, Stack] = {}
+    slots: dict[str, int] = {}
+    database = redis = ""
+    for number in range(args.rounds):
+        shift = number % len(args.only)
+        for key in args.only[shift:] + args.only[:shift]:
+            progress(f"round {number + 1}/{args.rounds}: {TITLES[key]}")
+            with contextlib.ExitStack() as run_cleanup:
+                redis_url, _, redis = start_redis(args, run_cleanup, logs)
+                if key == "ours":
+                    database_url = databases.new()
+                    database = describe_database(database_url)
+                    stack = start_ours(
+                        run_cleanup,
+                        logs,
+                        database_url=database_url,
+                        redis_url=redis_url,
+                        workers=args.workers,
+                        database=database,
+                        env=fairness.OURS_ENV,
+                    )
+                    slots[key] = ours_slots(stack)
+                else:
+                    assert python is not None
+                    stack = start_peer(
+                        run_cleanup,
+                        logs,
+                        python=python,
+                        redis_url=redis_url,
+                        workers=args.workers,
+                        redis="its own keys" if args.redis_url else "its own Redis",
+                    )
+                    slots[key] = peer_slots(stack)
+                stacks.setdefault(key, stack)
+                # A shared Redis keeps mcp_tasks' queue: cancel the rest of the flood first.
+                shared = bool(args.redis_url) and key == "ours"
+                values = asyncio.run(
+                    fairness.measure_fairness(stack, flood, progress, cancel_rest=shared)
+                )
+                progress(f"  {stack.title}: {fairness.round_summary(values)}; stopping it")
+                samples[key].append(values)
+            if args.redis_url and key == "peer":
+                forget_docket(args.redis_url, stack)
+    results = {
+        key: fairness.with_derived(values, slots[key])
+        for key, values in fairness.medians(samples).items()
+    }
+    where = "per server and run" if not args.redis_url else "shared by every run"
+    services = f"{database or 'no database'} (a fresh one per mcp_tasks run), {redis} {where}"
+    lines = header(args, list(stacks.values()), services, started)
+    return [*lines, "", *fairness.report(results, flood)]
+
+
+def forget_docket(redis_url: str, stack: Stack) -> None:
+    """Delete the keys a stopped peer left in a shared Redis (its Docket's, by name)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        name = stack.http.env["FASTMCP_DOCKET_NAME"]
+        keys = list(client.scan_iter(match=f"{name}:*", count=1000))
+        for start in range(0, len(keys), 1000):
+            client.delete(*keys[start : start + 1000])
+    finally:
+        client.close()
+
+
 # -- report header -----------------------------------------------------------------------------
 
 
@@ -249,16 +358,27 @@ class Started:
 
 
 def header(
-    args: argparse.Namespace, stacks: list[Stack], services: Services | None, started: Started
+    args: argparse.Namespace,
+    stacks: list[Stack],
+    services: Services | str | None,
+    started: Started,
 ) -> list[str]:
+    """The machine, the setup and the command that reproduces the run (``services``: the
+    services line's text, when not a :class:`Services`)."""
+    rounds = ""
+    if args.mode in ROUNDS:
+        rounds = f", median of {args.rounds} interleaved round(s)"
+    elif args.mode == "fairness":
+        rounds = f", median of {args.rounds} round(s)"
     lines = [
-        f"mcp_tasks benchmark: {args.mode}"
-        + (f", median of {args.rounds} interleaved round(s)" if args.mode in ROUNDS else ""),
+        f"mcp_tasks benchmark: {args.mode}{rounds}",
         f"machine: {machine()}; load average (1 min) {started.load[0]:.1f} at the start, "
         f"{os.getloadavg()[0]:.1f} at the end",
         *(f"setup: {stack.setup}" for stack in stacks),
     ]
-    if services is not None:
+    if isinstance(services, str):
+        lines.append(f"services: {services}")
+    elif services is not None:
         lines.append(f"services: {services.database} (a fresh database), {services.redis}")
     lines += [
         "client: httpx AsyncClients (10 connections each) in this process; tasks/get at once, "
@@ -294,9 +414,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("mode", nargs="?", default="compare", choices=MODES)
-    parser.add_argument("--workers", type=int, default=1, help="worker processes per server")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    parser.add_argument("--quick", action="store_true", help="1 round, few iterations (CI)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes per server (default 1; fairness: 4, with --quick 2)",
+    )
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 3; fairness: 1)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="1 round, few iterations (CI); fairness: mcp_tasks only, a flood of 200",
+    )
     parser.add_argument(
         "--only",
         action="append",
@@ -315,7 +443,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--tasks",
         type=int,
         help="trivial tasks of the throughput run (default 200: the issue's burst; "
-        "1000 or more measures sustained throughput)",
+        "1000 or more measures sustained throughput); fairness: the flood's tasks "
+        "(default 3000)",
     )
     parser.add_argument("--parked", type=int, help="parked: tasks to park (default 1000)")
     parser.add_argument(
@@ -329,12 +458,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="tasks-get-scaling: comma-separated table sizes (default 1000,100000,1000000)",
     )
     args = parser.parse_args(argv)
-    only = [name for item in args.only or SERVERS for name in item.split(",") if name]
+    fair = args.mode == "fairness"
+    servers = SERVERS if not fair else ("ours",) if args.quick else ("ours", "peer")
+    only = [name for item in args.only or servers for name in item.split(",") if name]
     if unknown := set(only) - set(SERVERS):
         parser.error(f"--only: unknown server(s) {', '.join(sorted(unknown))}")
+    if fair and "sdk" in only:
+        parser.error("fairness: the SDK's MCPServer runs no tasks (--only ours,peer)")
     args.only = [name for name in SERVERS if name in only]
+    if args.workers is None:
+        args.workers = (2 if args.quick else 4) if fair else 1
+    if args.rounds is None:
+        args.rounds = 1 if fair else 3
     if args.quick:
         args.rounds = 1
+    if args.workers < 1 or args.rounds < 1:
+        parser.error("--workers and --rounds must be at least 1")
     return args
 
 
@@ -375,7 +514,11 @@ def main() -> None:
     logs = Path(tempfile.mkdtemp(prefix="bench-compare-"))
     try:
         with interruptible(), contextlib.ExitStack() as cleanup:
-            run = {"compare": run_compare, "embedded": run_embedded}.get(args.mode, run_submode)
+            run = {
+                "compare": run_compare,
+                "embedded": run_embedded,
+                "fairness": run_fairness,
+            }.get(args.mode, run_submode)
             lines = run(args, sizes, cleanup, logs)
             progress("stopping the servers")
     except KeyboardInterrupt:

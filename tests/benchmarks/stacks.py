@@ -16,8 +16,10 @@ failure half-way still stops everything.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -40,6 +42,7 @@ from tests.worker_fixtures import RqWorker, run_manage, start_rq_worker
 PEERS = Path(__file__).resolve().parent / "peers"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PEER_READY_LINE = "Starting worker"
+PEER_CONCURRENCY_LINE = "Concurrency:"  # what fastmcp-tasks' worker command prints at start
 
 
 # -- /proc ---------------------------------------------------------------------------------
@@ -190,6 +193,21 @@ def start_embedded(cleanup: contextlib.ExitStack, logs: Path, *, database_url: s
     )
 
 
+def ours_slots(stack: Stack) -> int:
+    """Task slots of an mcp_tasks stack (workers x ``TASK_CONCURRENCY``); the setup line
+    gets them, ``FAIR_SHARE`` and ``MAX_ACTIVE_TASKS``."""
+    config = "__import__('mcp_tasks.conf', fromlist=['get_config']).get_config()"
+    keys = ("TASK_CONCURRENCY", "FAIR_SHARE", "MAX_ACTIVE_TASKS")
+    values = settings_value(stack.http, f"[{config}[k] for k in {keys!r}]")
+    concurrency, fair_share, quota = ast.literal_eval(values)
+    slots = len(stack.workers) * int(concurrency)
+    stack.setup += (
+        f"; TASK_CONCURRENCY {concurrency} per worker: {slots} task slots; "
+        f"FAIR_SHARE {fair_share}; MAX_ACTIVE_TASKS {quota}"
+    )
+    return slots
+
+
 def settings_value(server: LiveServer, expression: str) -> str:
     """A Django setting of ``server``'s environment, as ``manage.py shell`` prints it."""
     code = f"from django.conf import settings; print('VALUE=' + str({expression}))"
@@ -214,9 +232,16 @@ def peer_env(redis_url: str) -> dict[str, str]:
 
 
 def start_peer(
-    cleanup: contextlib.ExitStack, logs: Path, *, python: Path, redis_url: str, workers: int
+    cleanup: contextlib.ExitStack,
+    logs: Path,
+    *,
+    python: Path,
+    redis_url: str,
+    workers: int,
+    redis: str = "same Redis",
 ) -> Stack:
-    """uvicorn (tasks created, none run) + ``workers`` x fastmcp-tasks' worker command."""
+    """uvicorn (tasks created, none run) + ``workers`` x fastmcp-tasks' worker command
+    (``redis``: how the setup line names its Redis)."""
     env = peer_env(redis_url)
     script = "fastmcp_tasks_server.py"
     http = spawn_http(
@@ -227,7 +252,7 @@ def start_peer(
         "fastmcp-tasks",
         http,
         setup=f"fastmcp-tasks: uvicorn (runs no tasks) + {workers} x python -m "
-        "fastmcp_tasks.worker_cli worker (Docket, default concurrency 10), same Redis",
+        f"fastmcp_tasks.worker_cli worker (Docket, default concurrency 10), {redis}",
     )
     for number in range(workers):
         log_path = logs / f"peer-worker-{number}.log"
@@ -247,6 +272,21 @@ def start_peer(
     for worker in stack.workers:
         wait_for_line(worker, PEER_READY_LINE)
     return stack
+
+
+def peer_slots(stack: Stack) -> int:
+    """Task slots of the peer (workers x the Docket concurrency each worker prints at its
+    start); the setup line gets them."""
+    per_worker = []
+    for worker in stack.workers:
+        wait_for_line(worker, PEER_CONCURRENCY_LINE)
+        found = re.search(rf"{PEER_CONCURRENCY_LINE}\s*(\d+)", worker.output())
+        if found is None:
+            raise RuntimeError(f"{worker.label} printed no concurrency:\n{worker.output()}")
+        per_worker.append(int(found.group(1)))
+    each = "/".join(str(n) for n in sorted(set(per_worker)))
+    stack.setup += f"; Docket concurrency {each} per worker: {sum(per_worker)} task slots"
+    return sum(per_worker)
 
 
 def start_sdk(cleanup: contextlib.ExitStack, logs: Path) -> Stack:

@@ -69,6 +69,14 @@ async def trivial_task(n: int = 0) -> int:
 
 
 @mcp.tool(task=True)
+async def bench_sleep(seconds: float = 0.5) -> float:
+    """Sleeps ``seconds``; returns when it woke (``time.time()``). The flood of the fairness
+    benchmark (``tests/benchmarks/peers/`` has the same tool for the peer)."""
+    await asyncio.sleep(seconds)
+    return time.time()
+
+
+@mcp.tool(task=True)
 async def bench_ask(ctx: Context) -> str:
     """Asks one form question (a string) and returns the answer (the benchmark's question
     round trip; ``tests/benchmarks/peers/`` has the same tool for the peer)."""

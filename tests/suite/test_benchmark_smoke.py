@@ -4,12 +4,14 @@ machines vary); the real runs are ``compare.py`` without ``--quick``."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
 
 import pytest
 
+from tests.benchmarks.fairness import ROWS as FAIRNESS_ROWS
 from tests.benchmarks.report import MISSING, PLAIN_ROWS, TASK_ROWS
 from tests.conftest import ROOT
 
@@ -118,3 +120,33 @@ def test_quick_legacy_load_prints_every_metric_next_to_its_target(
     assert rows["legacy / modern CPU"][1] == "≤ 1.5"
     assert rows["burst: reset or no response"][1] == "0"
     assert "reproduce: python tests/benchmarks/legacy_load.py --quick" in done.stdout
+
+
+@pytest.mark.redis
+@pytest.mark.postgres
+@pytest.mark.live
+def test_quick_fairness_prints_every_metric_and_both_targets(
+    request: pytest.FixtureRequest, postgres_url: str
+) -> None:
+    args = ["fairness", "--quick", "--database-url", postgres_url]
+    if shutil.which("redis-server") is None:
+        args += ["--redis-url", request.getfixturevalue("redis_url")]
+    output = run_compare(*args)
+
+    rows = table(output)
+    assert len(rows) == len(FAIRNESS_ROWS), output
+    for label, peer, ours, ratio in rows:
+        assert (peer, ratio) == (MISSING, MISSING), output  # --quick: mcp_tasks only
+        # None of A's tasks ending while B ran (a slot was free) leaves that one row empty.
+        assert is_number(ours) or "to end after B started" in label, output
+    labels = [label for label, *_ in rows]
+    assert any("alone: p50" in label for label in labels), output
+    assert any("under A's flood: p50" in label for label in labels), output
+    assert any("200 x bench_sleep(0.5)" in label for label in labels), output
+    assert "2 x manage.py rqworker mcp_tasks" in output
+    assert re.search(r"TASK_CONCURRENCY \d+ per worker: \d+ task slots; FAIR_SHARE", output)
+    targets = [line for line in output.splitlines() if line.startswith("target, mcp_tasks: ")]
+    assert len(targets) == 2, output
+    assert all(line.endswith((": PASS", ": FAIL")) for line in targets), output
+    assert "fastmcp-tasks (no fair share" not in output  # the peer was not run
+    assert "reproduce: python tests/benchmarks/compare.py fairness --quick" in output

@@ -12,7 +12,8 @@ variables (``FASTMCP_DOCKET_URL``, ``FASTMCP_DOCKET_NAME``; concurrency stays at
   own out-of-process worker command) loads this file and runs the tasks.
 
 The tools mirror the ones compare.py calls on mcp_tasks: ``add`` (plain), ``trivial_task``
-(a task that returns at once), ``bench_ask`` (a task that asks one form question; FastMCP's
+(a task that returns at once), ``bench_sleep`` (a task that sleeps, the flood of the
+``fairness`` mode), ``bench_ask`` (a task that asks one form question; FastMCP's
 guard pattern, since ``ctx.elicit`` is not supported inside its tasks) and ``bench_pid``
 (the pid of the process that ran the task: the harness checks it is a worker).
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import time
 
 import mcp_types
 from fastmcp import Context, FastMCP
@@ -48,6 +50,14 @@ def add(a: int, b: int) -> int:
 async def trivial_task(n: int = 0) -> int:
     """Returns ``n`` at once."""
     return n
+
+
+@mcp.tool(task=True)
+async def bench_sleep(seconds: float = 0.5) -> float:
+    """Sleeps ``seconds``; returns when it woke (``time.time()``): the flood of
+    ``compare.py fairness``, which counts the flood's tasks done by a given moment."""
+    await asyncio.sleep(seconds)
+    return time.time()
 
 
 @mcp.tool(task=True)
