@@ -203,6 +203,22 @@ ring(prefix, BELL_CAP)
 return 1
 """.replace("BELL_CAP", str(BELL_CAP))
 
+#: The SHA1 of :data:`PUSH`: jobs are pushed with ``EVALSHA`` (a task's enqueue sends no
+#: script text); a Redis that does not know it (restarted, flushed) gets it with
+#: :func:`load_push`.
+PUSH_SHA = hashlib.sha1(PUSH.encode()).hexdigest()
+
+
+def push_command(keys: list[str], args: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The ``EVALSHA`` of :data:`PUSH`, as a redis-py pipeline records a command."""
+    return ("EVALSHA", PUSH_SHA, len(keys), *keys, *args), {}
+
+
+def load_push(connection: Any) -> Any:
+    """Make :data:`PUSH` known to the connection's Redis (an awaitable for an async client)."""
+    return connection.script_load(PUSH)
+
+
 #: For rq's own worker classes (:class:`~mcp_tasks.tasks.worker.ForkingTaskWorker`): the
 #: next job (the fair queue's, else rq's list's), moved to rq's intermediate queue as rq's
 #: dequeue moves it. KEYS: the queue, its intermediate queue. ARGV: job prefix, queue

@@ -19,6 +19,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
+from . import fair_queue
 from .coalesce import Coalesced, Outcome, awaited
 from .queue import QUEUE_SETTINGS, enqueue, get_queue, stage_enqueue
 
@@ -94,19 +95,28 @@ class _Sender:
     async def _send_all(self, batch: list[list[tuple[Any, Any]]]) -> list[Outcome]:
         commands = [command for job in batch for command in job]
         try:
-            await self._send(commands)
+            await self._deliver(commands)
         except redis.exceptions.ConnectionError:
             # A pooled connection to a Redis that restarted since: redis-py's synchronous
             # pool finds it closed when it is taken and connects anew; here it fails on use.
             # Once more on a new connection (a Redis that is really down fails again).
             await self.client.connection_pool.disconnect()
             try:
-                await self._send(commands)
+                await self._deliver(commands)
             except Exception as exc:
                 return [(False, exc)] * len(batch)
         except Exception as exc:
             return [(False, exc)] * len(batch)
         return [(True, None)] * len(batch)
+
+    async def _deliver(self, commands: list[tuple[Any, Any]]) -> None:
+        try:
+            await self._send(commands)
+        except redis.exceptions.NoScriptError:
+            # A Redis that does not know the fair queue's script yet (its first job, or it
+            # restarted): nothing of the batch was pushed; again once the script is there.
+            await fair_queue.load_push(self.client)
+            await self._send(commands)
 
     async def _send(self, commands: list[tuple[Any, Any]]) -> None:
         async with self.client.pipeline(transaction=True) as pipeline:

@@ -10,6 +10,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import django_rq
+from redis.exceptions import NoScriptError
 from rq import Queue
 from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
@@ -73,8 +74,17 @@ def enqueue(task: Task, *, delay: float = 0.0) -> None:
     """Queue a job that runs (or resumes) ``task`` (``delay``: in that many seconds);
     raises when Redis is unreachable."""
     queue = get_queue(task.queue)
-    with queue.connection.pipeline() as pipeline:  # one round trip
-        pipeline.command_stack.extend(stage_enqueue(task, delay=delay))
+    commands = stage_enqueue(task, delay=delay)
+    try:
+        _send(queue.connection, commands)  # one round trip
+    except NoScriptError:  # a Redis that restarted since the script went there
+        fair_queue.load_push(queue.connection)
+        _send(queue.connection, commands)
+
+
+def _send(connection: Any, commands: list[tuple[Any, Any]]) -> None:
+    with connection.pipeline() as pipeline:
+        pipeline.command_stack.extend(commands)
         pipeline.execute()
 
 
@@ -95,8 +105,7 @@ def stage_enqueue(task: Task, *, delay: float = 0.0) -> list[tuple[Any, Any]]:
     ]
     if len(commands) != len(pipeline.command_stack) - 1:
         raise RuntimeError("rq's enqueue_job did not push the job to its queue once")
-    keys, args = fair_queue.push_args(task, job, delay=delay)
-    commands.append((("EVAL", fair_queue.PUSH, len(keys), *keys, *args), {}))
+    commands.append(fair_queue.push_command(*fair_queue.push_args(task, job, delay=delay)))
     return commands
 
 

@@ -84,7 +84,7 @@ def test_staging_a_job_sends_nothing(task_queue: Queue, monkeypatch: pytest.Monk
         commands = queue.stage_enqueue(a_task(task_queue.name))
     assert sent == []
     # rq's own writes of the job, its push to rq's list replaced by the fair queue's.
-    assert [args[0] for args, _ in commands][-1] == "EVAL"
+    assert [args[0] for args, _ in commands][-1] == "EVALSHA"
     assert not any(args[0] in ("RPUSH", "LPUSH") for args, _ in commands)
     assert any(args[:2] == ("SADD", task_queue.redis_queues_keys) for args, _ in commands)
 
@@ -162,12 +162,25 @@ def test_a_job_is_queued_on_a_redis_that_restarted(private_queue: tuple[Any, Que
     assert fair_queue.job_ids(restarted.connection, restarted.name) == [after.job_id]
 
 
+def test_a_redis_that_does_not_know_the_push_script_gets_it_and_the_job(
+    private_queue: tuple[Any, Queue],
+) -> None:
+    server, own = private_queue
+    by_loop, by_thread = a_task(own.name), a_task(own.name)
+    asyncio.run(loop_redis.aenqueue(by_loop))
+    own.connection.script_flush()
+    queue.enqueue(by_thread)
+    assert fair_queue.job_ids(own.connection, own.name) == [by_loop.job_id, by_thread.job_id]
+    assert server.client().info("commandstats")["cmdstat_script|load"]["calls"] == 2
+
+
 def test_jobs_queued_while_one_is_under_way_go_in_one_transaction(
     private_queue: tuple[Any, Queue],
 ) -> None:
     """The first job goes at once; the four queued meanwhile share the next MULTI/EXEC."""
     server, own = private_queue
     own.get_redis_server_version()  # asked once, before the first job (from a thread)
+    fair_queue.load_push(own.connection)  # known since the first job
     tasks = [a_task(own.name) for _ in range(5)]
 
     async def scenario() -> None:
