@@ -177,9 +177,16 @@ local function pick(prefix, now, lease_ttl, parked, room)
   return nil, false
 end
 
--- Nothing ready: no worker needs waking.
-local function quiet(prefix)
-  if redis.call('LLEN', prefix .. ':ring') == 0 then redis.call('DEL', prefix .. ':bell') end
+-- The bell after a take: silent once nothing is ready, and holding a token while jobs
+-- are (a worker blocks on it without looking first). True when jobs are ready.
+local function settle_bell(prefix)
+  local bell = prefix .. ':bell'
+  if redis.call('LLEN', prefix .. ':ring') == 0 then
+    redis.call('DEL', bell)
+    return false
+  end
+  if redis.call('LLEN', bell) == 0 then redis.call('RPUSH', bell, '1') end
+  return true
 end
 """.replace("BELL_CAP", str(BELL_CAP))
 
@@ -236,7 +243,7 @@ if job_id then limit = redis.call('HGET', job_prefix .. job_id, 'mcp_limit') or 
 else job_id = redis.call('LPOP', KEYS[1]) end
 if job_id then redis.call('RPUSH', KEYS[2], job_id) end
 local more = 0
-if redis.call('LLEN', prefix .. ':ring') > 0 then more = 1 else quiet(prefix) end
+if settle_bell(prefix) then more = 1 end
 return {{job_id or false, limit, parked, more}}
 """
 
@@ -271,7 +278,7 @@ if limit and limit ~= '' then
   redis.call('LREM', prefix .. ':wait:' .. limit, 0, job_id)
   release(prefix, limit, job_id, now, lease_ttl)
 end
-quiet(prefix)
+settle_bell(prefix)
 return 0
 """
 
@@ -367,12 +374,14 @@ def push_args(task: Task, job: Job, *, delay: float = 0.0) -> tuple[list[str], l
 @dataclass(frozen=True)
 class TakenOne:
     """What :func:`take_one` found: a job id (None: nothing waits), its lease, the jobs
-    parked for their limit, and whether jobs are still ready."""
+    parked for their limit, and whether jobs are still ready (``full`` is for the
+    interface of :class:`~.rq_bookkeeping.Taken`: rq's own workers bound no principal)."""
 
     job_id: str | None
     lease: Lease | None
     parked: list[str]
     more: bool
+    full: bool = False
 
 
 def take_one(connection: Any, queue: Any) -> TakenOne:
@@ -393,8 +402,9 @@ def take_one(connection: Any, queue: Any) -> TakenOne:
 
 
 def wait_for_bell(connection: Any, queue_names: list[str], timeout: float) -> None:
-    """Block until a job may be waiting in one of the queues (a bell rings) or ``timeout``
-    passes (at most :data:`LONGEST_WAIT`: due retries and expired leases are looked for)."""
+    """Block until a job may be waiting in one of the queues or ``timeout`` passes (at most
+    :data:`LONGEST_WAIT`: due retries and expired leases are looked for). A queue with jobs
+    ready holds a token (every push and take sees to it), so this returns at once then."""
     wait = max(0.01, min(timeout, LONGEST_WAIT))
     connection.blpop([bell_key(name) for name in queue_names], wait)
 

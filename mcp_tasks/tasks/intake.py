@@ -19,7 +19,7 @@ from typing import Any
 from ..conf import get_config
 from . import fair_queue, service
 from .fair_queue import Lease
-from .rq_bookkeeping import Bookkeeping, Room, Started, Succeeded
+from .rq_bookkeeping import Bookkeeping, Room, Started, Succeeded, Taken
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -70,11 +70,11 @@ class Intake:
         running: Counter[str] = Counter(list(self.principals.values()))
         return Room(max(1, size - config["RESERVED_SLOTS"]), dict(running))
 
-    def take(self, limit: int) -> tuple[list[Started], bool]:
-        """Start up to ``limit`` waiting jobs, from the worker's queues in order; also
-        whether jobs are still ready (none started only because they were parked)."""
-        started: list[Started] = []
-        more = False
+    def take(self, limit: int) -> Taken:
+        """Start up to ``limit`` waiting jobs, from the worker's queues in order (what is
+        left: :class:`Taken`'s ``more`` and ``full`` over all of them)."""
+        taken_all = Taken()
+        started = taken_all.started
         to_forget = forgotten = _drain(self.succeeded)
         released = _drain(self.released)
         try:
@@ -88,7 +88,8 @@ class Intake:
                 )
                 forgotten, released = [], []
                 started += taken.started
-                more = more or taken.more
+                taken_all.more = taken_all.more or taken.more
+                taken_all.full = taken_all.full or taken.full
                 note_parked(taken.parked)
                 if len(started) >= limit:
                     break
@@ -98,7 +99,7 @@ class Intake:
         finally:
             self._forgot(to_forget)
         self._keep(started)
-        return started, more
+        return taken_all
 
     def start(self, queue: Any, job_id: str) -> list[Started]:
         """Start the job ``job_id`` that rq dequeued itself (with what ended meanwhile)."""

@@ -45,7 +45,7 @@ from .fair_queue import Lease
 #: Jobs are taken from the fair queue (:mod:`.fair_queue`), then from rq's own list.
 #: Returns {job id, execution id and the job's hash (as it was before) of each started
 #: job}, {the ids of jobs parked for their concurrency limit}, and 1 when the fair queue
-#: still has jobs ready.
+#: still has jobs ready, 2 when it has but only for principals at their most here.
 _SCRIPT = f"""
 local job_prefix = ARGV[6]
 {fair_queue.FUNCTIONS}
@@ -126,9 +126,8 @@ for _ = 1, to_take do
   start(job_id, false)
 end
 local more = 0
-if fair ~= '' then
-  if redis.call('LLEN', fair .. ':ring') == 0 then quiet(fair)
-  elseif not full then more = 1 end
+if fair ~= '' and settle_bell(fair) then
+  if full then more = 2 else more = 1 end
 end
 if mark_busy and #taken > 0 then redis.call('HSET', worker, 'state', 'busy') end
 return {{taken, parked, more}}
@@ -167,11 +166,13 @@ class Room:
 @dataclass
 class Taken:
     """What one run of the script did: the jobs it started, the ids of the jobs it parked
-    for their concurrency limit, and whether the fair queue still has jobs ready."""
+    for their concurrency limit; whether the fair queue still has jobs ready that this
+    worker may take (``more``), or only jobs of principals at their most here (``full``)."""
 
     started: list[Started] = field(default_factory=list)
     parked: list[str] = field(default_factory=list)
     more: bool = False
+    full: bool = False
 
 
 class Bookkeeping:
@@ -258,7 +259,7 @@ class Bookkeeping:
         ]
         if started:
             worker._state = WorkerStatus.BUSY
-        return Taken(started, [as_text(job_id) for job_id in parked], bool(more))
+        return Taken(started, [as_text(job_id) for job_id in parked], more == 1, more == 2)
 
     def _started(
         self, queue: Any, job_id: bytes, execution_id: bytes, fields: list[Any], at: Any

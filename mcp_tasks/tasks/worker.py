@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
@@ -48,7 +48,7 @@ from .intake import Intake, note_parked
 from .job import execute
 from .question_mail import send_due
 from .queue import JOB_FUNCTION
-from .rq_bookkeeping import Started
+from .rq_bookkeeping import Started, Taken
 from .runtime import JobSlot, Runtime, Slots, runtime_for_loop
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -61,6 +61,9 @@ TAKE_AT_ONCE = 8
 #: Seconds a job may have waited in the queue before the worker counts itself behind (and
 #: its next dequeue looks for several jobs at once rather than blocking for one).
 BEHIND_AFTER = 0.005
+#: Seconds a worker pauses when the only jobs ready belong to principals that run their
+#: most on it (``RESERVED_SLOTS``): it waits for a job of its own to end, not on the bell.
+FULL_PAUSE = 0.05
 #: Longest blocking dequeue while jobs run: the rq bookkeeping of a job that ended goes out
 #: with the next job's start, or alone within about this many seconds.
 FORGET_WITHIN = 0.1
@@ -141,11 +144,11 @@ class _Maintaining:
 class _FairDequeuing:
     """rq's dequeue loop (heartbeats, maintenance, Redis errors retried with back-off,
     ``max_idle_time``; no ``timeout``: one look, as in burst mode) over the fair queue
-    (:mod:`.fair_queue`): :meth:`_take_one` takes the next job, else the worker waits on
-    its queues' bells."""
+    (:mod:`.fair_queue`): the worker waits on its queues' bells (at once when jobs are
+    ready), then :meth:`_take_one` takes the next job."""
 
-    def _take_one(self) -> tuple[Any, bool]:
-        """The next job (None when none waits), and whether jobs are still ready."""
+    def _take_one(self) -> tuple[Any, Taken | fair_queue.TakenOne]:
+        """The next job (None when none waits), and what the take said of the rest."""
         raise NotImplementedError
 
     def _dequeue_fairly(self, timeout: float | None, max_idle_time: float | None) -> Any:
@@ -153,26 +156,29 @@ class _FairDequeuing:
         worker.set_state(WorkerStatus.IDLE)
         idle_since = time.monotonic()
         wait = 1.0
+        look_first = timeout is None
         while True:
             try:
                 worker.heartbeat()
                 if worker.should_run_maintenance_tasks:
                     worker.run_maintenance_tasks()
-                found, more = self._take_one()
-                if found:
-                    return found
-                if more:
-                    continue  # the jobs looked at were parked for their limit: others wait
-                if timeout is None:
-                    return None
-                limit: float = timeout
+                limit: float = FULL_PAUSE if timeout is None else timeout
                 if max_idle_time is not None:
                     limit = min(limit, max(max_idle_time - (time.monotonic() - idle_since), 0.01))
-                fair_queue.wait_for_bell(
-                    worker.connection, [queue.name for queue in worker.queues], limit
-                )
+                if not look_first:
+                    fair_queue.wait_for_bell(
+                        worker.connection, [queue.name for queue in worker.queues], limit
+                    )
+                found, rest = self._take_one()
+                if found or timeout is None:
+                    return found
+                # The jobs looked at were parked for their limit: look again at once. Only
+                # principals at their most here wait: give the bell to other workers.
+                look_first = rest.more
+                if rest.full:
+                    time.sleep(min(limit, FULL_PAUSE))
                 if max_idle_time is not None and time.monotonic() - idle_since >= max_idle_time:
-                    return self._take_one()[0]
+                    return None
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
                 logger.error(
                     "rq worker %s: Redis unreachable (%s), retrying in %g s",
@@ -281,7 +287,7 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
                 with contextlib.suppress(
                     redis.exceptions.ConnectionError, redis.exceptions.TimeoutError
                 ):
-                    started, _ = self.intake.take(min(self.slots.free(), TAKE_AT_ONCE))
+                    started = self.intake.take(min(self.slots.free(), TAKE_AT_ONCE)).started
             if not started:
                 started = self._wait_for_job(timeout, max_idle_time)
             if not started:
@@ -319,9 +325,9 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         started: list[Started] | None = self._dequeue_fairly(timeout, max_idle_time)
         return started or []
 
-    def _take_one(self) -> tuple[list[Started] | None, bool]:
-        started, more = self.intake.take(1)
-        return started or None, more
+    def _take_one(self) -> tuple[list[Started] | None, Taken]:
+        taken = self.intake.take(1)
+        return taken.started or None, taken
 
     def execute_job(self, job: Any, queue: Any) -> None:
         """Run the job (and those started with it) on the event loop and return at once
@@ -512,7 +518,7 @@ class ForkingTaskWorker(_FairDequeuing, _Maintaining, Worker):
         self.heartbeat()
         return found
 
-    def _take_one(self) -> tuple[Any, bool]:
+    def _take_one(self) -> tuple[Any, fair_queue.TakenOne]:
         more = False
         for queue in self.queues:
             taken = fair_queue.take_one(self.connection, queue)
@@ -526,11 +532,11 @@ class ForkingTaskWorker(_FairDequeuing, _Maintaining, Worker):
                 )
             except NoSuchJobError:  # deleted while queued: skipped, as rq's dequeue skips it
                 self.connection.lrem(queue.intermediate_queue_key, 1, taken.job_id)
-                return None, True
+                return None, replace(taken, more=True)
             job.redis_server_version = self.get_redis_server_version()  # type: ignore[no-untyped-call]
             self._lease = taken.lease
-            return (job, queue), more
-        return None, more
+            return (job, queue), taken
+        return None, fair_queue.TakenOne(None, None, [], more)
 
     def execute_job(self, job: Any, queue: Any) -> None:
         try:

@@ -26,7 +26,7 @@ from mcp_tasks import task_contract
 from mcp_tasks.db import db
 from mcp_tasks.models import Task
 from mcp_tasks.tasks import embedded, fair_queue, queue as task_queue, service
-from mcp_tasks.tasks.rq_bookkeeping import Started
+from mcp_tasks.tasks.rq_bookkeeping import Taken
 from mcp_tasks.tasks.worker import EmbeddedTaskWorker
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
@@ -92,10 +92,10 @@ def test_waiting_jobs_are_taken_together_in_queue_order_and_kept_in_rqs_registri
     batches: list[list[str]] = []
     take = worker.intake.take
 
-    def recorded(limit: int) -> tuple[list[Started], bool]:
-        taken, more = take(limit)
-        batches.append([entry.job.id for entry in taken])
-        return taken, more
+    def recorded(limit: int) -> Taken:
+        taken = take(limit)
+        batches.append([entry.job.id for entry in taken.started])
+        return taken
 
     monkeypatch.setattr(worker.intake, "take", recorded)
     ORDER.clear()
