@@ -91,6 +91,11 @@ class Slots:
         with self._lock:
             return self._lock.wait_for(lambda: self.used < self.size and not self._waiters, timeout)
 
+    def wait_for_release(self, timeout: float) -> bool:
+        """Block (the dequeuing thread) until a slot is given back; False after ``timeout``."""
+        with self._lock:
+            return self._lock.wait(timeout)
+
     def free(self) -> int:
         """Slots free for new jobs now (none while tools wait to take one again)."""
         with self._lock:

@@ -61,7 +61,7 @@ TAKE_AT_ONCE = 8
 #: Seconds a job may have waited in the queue before the worker counts itself behind (and
 #: its next dequeue looks for several jobs at once rather than blocking for one).
 BEHIND_AFTER = 0.005
-#: Seconds a worker pauses when the only jobs ready belong to principals that run their
+#: Longest pause of a worker whose only jobs ready belong to principals that run their
 #: most on it (``RESERVED_SLOTS``): it waits for a job of its own to end, not on the bell.
 FULL_PAUSE = 0.05
 #: Longest blocking dequeue while jobs run: the rq bookkeeping of a job that ended goes out
@@ -151,6 +151,11 @@ class _FairDequeuing:
         """The next job (None when none waits), and what the take said of the rest."""
         raise NotImplementedError
 
+    def _pause(self, limit: float) -> None:
+        """The only jobs ready belong to principals that run their most here: wait (at most
+        ``limit`` seconds) for a job of this worker to end, not on the bell."""
+        time.sleep(min(limit, FULL_PAUSE))
+
     def _dequeue_fairly(self, timeout: float | None, max_idle_time: float | None) -> Any:
         worker: Any = self
         worker.set_state(WorkerStatus.IDLE)
@@ -176,7 +181,7 @@ class _FairDequeuing:
                 # principals at their most here wait: give the bell to other workers.
                 look_first = rest.more
                 if rest.full:
-                    time.sleep(min(limit, FULL_PAUSE))
+                    self._pause(limit)
                 if max_idle_time is not None and time.monotonic() - idle_since >= max_idle_time:
                     return None
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
@@ -213,6 +218,9 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         self._running: dict[str, _Running] = {}  # by job id
         self._taken: list[Started] = []  # the jobs started with the one rq executes next
         self._behind = True  # the last job dequeued had waited (or none yet): more may wait
+        #: The last take found jobs only of principals at their most here: the next one
+        #: waits for a job of this worker to end (or FORGET_WITHIN) instead of asking again.
+        self._full = False
         self.intake = Intake(self, self._forgot)
         self._bookkeeper = ThreadPoolExecutor(1, thread_name_prefix="mcp_tasks-rq")
         self._interruptible = False
@@ -281,13 +289,17 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         try:
             while not self.slots.wait_available(timeout=1.0):
                 self._keep_alive()
+            if self._full:  # the last take found only principals at their most here
+                self._full = False
+                self.slots.wait_for_release(FORGET_WITHIN)
             self._keep_alive()
             started: list[Started] = []
             if self._behind:
                 with contextlib.suppress(
                     redis.exceptions.ConnectionError, redis.exceptions.TimeoutError
                 ):
-                    started = self.intake.take(min(self.slots.free(), TAKE_AT_ONCE)).started
+                    taken = self.intake.take(min(self.slots.free(), TAKE_AT_ONCE))
+                    started, self._full = taken.started, taken.full
             if not started:
                 started = self._wait_for_job(timeout, max_idle_time)
             if not started:
@@ -327,7 +339,11 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
 
     def _take_one(self) -> tuple[list[Started] | None, Taken]:
         taken = self.intake.take(1)
+        self._full = taken.full
         return taken.started or None, taken
+
+    def _pause(self, limit: float) -> None:
+        self.slots.wait_for_release(limit)
 
     def execute_job(self, job: Any, queue: Any) -> None:
         """Run the job (and those started with it) on the event loop and return at once
@@ -366,8 +382,8 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         except BaseException:
             exc_info = sys.exc_info()
         finally:
+            self.intake.ended(job.id)  # before its slot: the thread it wakes sees it ended
             slot.release()
-            self.intake.ended(job.id)
         job.ended_at = now()
         ended = _Ended(job, queue, execution, exc_info, returned)
         if exc_info is None and job.result_ttl == 0 and task_id is not None:
