@@ -310,6 +310,21 @@ class PrincipalFilter(admin.SimpleListFilter):
 # -- tasks: the list and the page -------------------------------------------------------------
 
 
+def _warn_of_unserved_queues(request: HttpRequest) -> None:
+    """Tasks wait to start and no worker is alive for their queue: the list says so."""
+    try:
+        unserved = service.unserved_queues()
+    except Exception:  # Redis unreachable: the tasks' own status messages say more
+        return
+    for name in unserved:
+        messages.warning(
+            request,
+            f"Tasks wait in queue {name!r} and no task worker is running for it: start "
+            f"`python manage.py rqworker {name}` with "
+            "RQ['WORKER_CLASS'] = 'mcp_tasks.tasks.worker.TaskWorker'.",
+        )
+
+
 @admin.register(Task)
 class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = (
@@ -379,6 +394,8 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
+        if request.method == "GET":
+            _warn_of_unserved_queues(request)
         return super().changelist_view(request, {**(extra_context or {}), **_links()})
 
     def change_view(

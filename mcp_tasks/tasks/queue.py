@@ -7,11 +7,12 @@ queue (:mod:`.fair_queue`), not in rq's list.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import django_rq
 from redis.exceptions import NoScriptError
-from rq import Queue
+from rq import Queue, worker_registration
 from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
@@ -54,6 +55,7 @@ def forget_queues(*, setting: str, **kwargs: Any) -> None:
     """``setting_changed`` receiver: queues follow ``MCP_TASKS`` and ``RQ_QUEUES``."""
     if setting in QUEUE_SETTINGS:
         _queues.clear()
+        _live_workers.clear()
 
 
 def _job(task: Task, queue: Queue) -> Job:
@@ -117,6 +119,29 @@ def job_exists(task: Task) -> bool:
     except NoSuchJobError:
         return False
     return status in (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED)
+
+
+#: Seconds a process remembers how many workers serve a queue (:func:`live_workers`).
+LIVE_WORKERS_TTL = 5.0
+_live_workers: dict[str, tuple[float, int]] = {}
+
+
+def live_workers(queue_name: str) -> int:
+    """How many rq workers serving the queue are alive (their key has not expired: a worker
+    that died stops beating). Remembered :data:`LIVE_WORKERS_TTL` seconds."""
+    seen = _live_workers.get(queue_name)
+    if seen is not None and time.monotonic() - seen[0] < LIVE_WORKERS_TTL:
+        return seen[1]
+    queue = get_queue(queue_name)
+    keys = worker_registration.get_keys(queue=queue)
+    count = 0
+    if keys:
+        with queue.connection.pipeline(transaction=False) as pipeline:
+            for key in keys:
+                pipeline.exists(key)
+            count = sum(pipeline.execute())
+    _live_workers[queue_name] = (time.monotonic(), count)
+    return count
 
 
 def stop(job_id: str, queue_name: str | None = None, *, kill_running: bool = True) -> None:

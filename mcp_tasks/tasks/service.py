@@ -587,7 +587,8 @@ def cancel(task_id: str, principal_scope: str | None) -> Task:
 
 
 def check_liveness(task: Task) -> bool:
-    """Fail a task whose worker stopped beating, re-queue one whose job vanished.
+    """Fail a task whose worker stopped beating, re-queue one whose job vanished, and make
+    one that no worker serves say so.
 
     Returns True when the task changed.
     """
@@ -603,7 +604,37 @@ def check_liveness(task: Task) -> bool:
             },
             f"The worker running this task stopped unexpectedly (no heartbeat for {lost_after:g}s)",
         )
-    return not queue.job_exists(task) and requeue_lost(task.id)
+    if not queue.job_exists(task):
+        return requeue_lost(task.id)
+    return _note_unserved(task)
+
+
+def _note_unserved(task: Task) -> bool:
+    """A task queued for a while whose queue no worker serves says so (its status message,
+    once, and the log). True when it changed."""
+    if task.waiting_for or queue.live_workers(task.queue) > 0:
+        return False  # it waits for its limit, its retry, or its turn
+    message = (
+        f"Not started: no task worker is running for queue {task.queue!r} (start "
+        f"`python manage.py rqworker {task.queue}` with RQ['WORKER_CLASS'] = "
+        "'mcp_tasks.tasks.worker.TaskWorker')"
+    )
+    if task.status_message == message:
+        return False
+    changed = Task.objects.filter(pk=task.id, status=TaskStatus.WORKING, heartbeat_at=None).update(
+        status_message=message, updated_at=timezone.now()
+    )
+    if changed:
+        logger.warning("task %s (%s): %s", task.id, task.tool_name, message)
+        _publish(task, TaskStatus.WORKING)
+    return bool(changed)
+
+
+def unserved_queues() -> list[str]:
+    """The queues that have tasks waiting to start and no worker alive to start them."""
+    waiting = Task.objects.filter(status=TaskStatus.WORKING, heartbeat_at=None)
+    names = sorted(set(waiting.values_list("queue", flat=True)))
+    return [name for name in names if queue.live_workers(name) == 0]
 
 
 def _may_be_lost(task: Task) -> bool:

@@ -293,3 +293,39 @@ def test_task_page_shows_no_wait_for_a_running_task(viewer: Client) -> None:
     task = make_task(running=True)
     body = text(viewer.get(reverse("admin:mcp_tasks_task_change", args=[quote(task.pk)])))
     assert "Waiting for: — Attempt: 1 " in body
+
+
+# -- a queue no worker serves ------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_worker_count(embedded_queue: Any) -> Iterator[Any]:
+    """Queues on the embedded fake Redis, with nothing remembered of their workers."""
+    from mcp_tasks.tasks import queue
+
+    queue._live_workers.clear()
+    yield embedded_queue
+    queue._live_workers.clear()
+
+
+def test_the_task_list_warns_when_tasks_wait_and_no_worker_serves_their_queue(
+    viewer: Client, fresh_worker_count: Any
+) -> None:
+    make_task(queue="reports")
+    make_task(queue="mcp_tasks", running=True)  # running: its queue needs no warning
+    text = viewer.get(TASKS).content.decode()
+    assert "Tasks wait in queue &#x27;reports&#x27; and no task worker is running for it" in text
+    assert "rqworker reports" in text
+    assert "queue &#x27;mcp_tasks&#x27;" not in text
+
+
+def test_the_task_list_does_not_warn_while_a_worker_serves_the_queue(
+    viewer: Client, fresh_worker_count: Any
+) -> None:
+    from mcp_tasks.tasks import queue
+    from mcp_tasks.tasks.worker import EmbeddedTaskWorker
+
+    worker = EmbeddedTaskWorker([queue.get_queue("reports")], connection=fresh_worker_count)
+    worker.register_birth()  # type: ignore[no-untyped-call]
+    make_task(queue="reports")
+    assert "no task worker is running" not in viewer.get(TASKS).content.decode()

@@ -165,6 +165,45 @@ async def test_a_task_past_the_quota_is_refused_from_the_event_loop_too(
     assert count == 2
 
 
+# -- a queue no worker serves --------------------------------------------------------------
+
+
+@pytest.fixture
+def no_worker_memory() -> Any:
+    queue._live_workers.clear()
+    yield
+    queue._live_workers.clear()
+
+
+def test_a_task_queued_where_no_worker_serves_says_so_once(
+    no_worker_memory: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    task = new_task()
+    age(task, 3600)
+    assert service.check_liveness(Task.objects.get(pk=task.pk)) is True
+    stored = Task.objects.get(pk=task.pk)
+    assert stored.status == TaskStatus.WORKING
+    assert stored.status_message.startswith("Not started: no task worker is running for queue")
+    assert "rqworker mcp_tasks" in stored.status_message
+    assert "mcp_tasks.tasks.worker.TaskWorker" in stored.status_message
+    assert [r.getMessage() for r in caplog.records if "Not started" in r.getMessage()]
+    age(stored, 3600)
+    assert service.check_liveness(Task.objects.get(pk=task.pk)) is False  # said once
+
+
+def test_a_task_queued_while_a_worker_serves_its_queue_just_waits(
+    no_worker_memory: None, embedded_queue: Any
+) -> None:
+    from mcp_tasks.tasks.worker import EmbeddedTaskWorker
+
+    worker = EmbeddedTaskWorker([queue.get_queue("mcp_tasks")], connection=embedded_queue)
+    worker.register_birth()  # type: ignore[no-untyped-call]
+    task = new_task()
+    age(task, 3600)
+    assert service.check_liveness(Task.objects.get(pk=task.pk)) is False
+    assert Task.objects.get(pk=task.pk).status_message == "Queued"
+
+
 def test_task_ids_are_high_entropy_and_distinct() -> None:
     ids = {new_task().id for _ in range(5)}
     assert len(ids) == 5
