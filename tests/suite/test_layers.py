@@ -57,7 +57,9 @@ LAYERS: dict[str, tuple[int, frozenset[str]]] = {
     "transport": (4, frozenset({"transport"})),
     "admin": (
         5,
-        frozenset({"admin", "admin_actions", "admin_forms", "admin_live", "templatetags"}),
+        frozenset(
+            {"admin", "admin_actions", "admin_forms", "admin_live", "admin_waiting", "templatetags"}
+        ),
     ),
     "composition": (
         6,
