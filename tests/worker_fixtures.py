@@ -154,6 +154,22 @@ class RedisProcess:
             return ""
 
 
+def module_redis(request: pytest.FixtureRequest, label: str) -> Iterator[RedisProcess]:
+    """For a module-scoped fixture: a Redis for that module alone (rq's queue names carry
+    no prefix, so a worker sharing a Redis with other tests' servers would take their
+    jobs); the session's Redis when ``redis-server`` is not installed."""
+    if _redis_binary() is None:
+        yield request.getfixturevalue("task_redis")
+        return
+    log_dir = request.getfixturevalue("tmp_path_factory").mktemp("module-redis")
+    redis = RedisProcess(port=free_port(), log_path=log_dir / "redis.log", label=label)
+    redis.start()
+    try:
+        yield redis
+    finally:
+        redis.stop()
+
+
 def _redis_binary() -> str | None:
     return shutil.which("redis-server")
 

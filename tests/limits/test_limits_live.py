@@ -29,8 +29,8 @@ from tests.worker_fixtures import (
     capabilities,
     db_rows,
     envelope,
-    free_port,
     headers_for,
+    module_redis,
     parse_messages,
     task_row,
     wait_for_path,
@@ -51,24 +51,14 @@ FAST = {
 
 
 @pytest.fixture(scope="module")
-def module_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
-    """A Redis for this module alone: rq's queue names carry no prefix."""
-    redis = RedisProcess(
-        port=free_port(),
-        log_path=tmp_path_factory.mktemp("limits-redis") / "redis.log",
-        label="limits redis",
-    )
-    redis.start()
-    try:
-        yield redis
-    finally:
-        redis.stop()
+def limits_redis(request: pytest.FixtureRequest) -> Iterator[RedisProcess]:
+    yield from module_redis(request, "limits redis")
 
 
 @pytest.fixture(scope="module")
-def module_server(request: pytest.FixtureRequest, module_redis: RedisProcess) -> Iterator[Any]:
+def module_server(request: pytest.FixtureRequest, limits_redis: RedisProcess) -> Iterator[Any]:
     env = {
-        "REDIS_URL": module_redis.url,
+        "REDIS_URL": limits_redis.url,
         "REDIS_PREFIX": f"limits_{uuid.uuid4().hex[:10]}",
         "MCP_TASKS_TEST_MAX_ACTIVE_TASKS": str(QUOTA),
     }

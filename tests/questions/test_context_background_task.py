@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
@@ -43,7 +42,13 @@ from tests.live import (
 from tests.live_tools.seed_tools import SEED_LIFESPAN_VALUE
 from tests.results import task_text_of as text_of
 from tests.task_driver import TaskDriver, django_shell, structured_of, task_capabilities
-from tests.worker_fixtures import RedisProcess, RqWorker, free_port, start_rq_worker
+from tests.worker_fixtures import (
+    RedisProcess,
+    RqWorker,
+    free_port,
+    module_redis,
+    start_rq_worker,
+)
 
 # -- the live stack of this module: private Redis, one server, one worker -------------------
 
@@ -60,24 +65,8 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def seed_redis(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RedisProcess]:
-    """A Redis for this module alone: rq's queue name carries no prefix, so a worker sharing
-    a Redis with other tests' servers would take their jobs."""
-    if shutil.which("redis-server") is None:
-        yield request.getfixturevalue("task_redis")
-        return
-    redis = RedisProcess(
-        port=free_port(),
-        log_path=tmp_path_factory.mktemp("seed-redis") / "redis.log",
-        label="seed suite redis",
-    )
-    redis.start()
-    try:
-        yield redis
-    finally:
-        redis.stop()
+def seed_redis(request: pytest.FixtureRequest) -> Iterator[RedisProcess]:
+    yield from module_redis(request, "seed suite redis")
 
 
 @pytest.fixture(scope="module")
