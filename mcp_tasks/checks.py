@@ -53,6 +53,7 @@ def check_mcp_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
         messages += check_oauth()
         messages += _check_notifications()
         messages += _check_worker_class()
+        messages += _check_embedded_worker()
     messages += _check_database_connections()
     return messages
 
@@ -457,5 +458,30 @@ def _check_worker_class() -> list[CheckMessage]:
                 "--worker-class to rqworker and add 'mcp_tasks.W007' to SILENCED_SYSTEM_CHECKS."
             ),
             id="mcp_tasks.W007",
+        )
+    ]
+
+
+# -- E011: embedded mode's packages ------------------------------------------------------------
+
+#: The modules embedded mode imports (tasks/embedded.py): an in-process Redis, and the Lua
+#: runtime its scripts (rq's, the fair queue's) run on.
+_EMBEDDED_MODULES = {"fakeredis": "fakeredis", "lupa": "lupa (fakeredis[lua])"}
+
+
+def _check_embedded_worker() -> list[CheckMessage]:
+    if not get_config()["EMBEDDED_WORKER"]:
+        return []
+    missing = [label for name, label in _EMBEDDED_MODULES.items() if not _module_available(name)]
+    if not missing:
+        return []
+    return [
+        Error(
+            f"MCP_TASKS['EMBEDDED_WORKER'] is on but {' and '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not installed: embedded mode runs its "
+            "queue on an in-process fake Redis with Lua scripts, so requests that start the "
+            "embedded worker or queue a task fail.",
+            hint='Install the extra: pip install "django-mcp-tasks[embedded]".',
+            id="mcp_tasks.E011",
         )
     ]

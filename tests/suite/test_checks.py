@@ -488,3 +488,32 @@ def test_task_worker_classes_pass_w007(worker_class: str) -> None:
 def test_the_embedded_worker_needs_no_worker_class() -> None:
     with override_settings(RQ={}, MCP_TASKS={"EMBEDDED_WORKER": True}):
         assert "mcp_tasks.W007" not in ids()
+
+
+# -- E011: embedded mode's packages ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", ["fakeredis", "lupa"])
+def test_embedded_worker_without_its_packages_is_e011(module: str) -> None:
+    real = checks._module_available
+    with (
+        mock.patch.object(checks, "_module_available", lambda name: name != module and real(name)),
+        override_settings(MCP_TASKS={"EMBEDDED_WORKER": True}),
+    ):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E011"]
+    assert module in messages[0].msg
+    assert 'pip install "django-mcp-tasks[embedded]"' in (messages[0].hint or "")
+
+
+def test_missing_embedded_packages_pass_outside_embedded_mode() -> None:
+    real = checks._module_available
+    with mock.patch.object(
+        checks, "_module_available", lambda name: name not in ("fakeredis", "lupa") and real(name)
+    ):
+        assert run() == []
+
+
+def test_embedded_worker_with_its_packages_passes() -> None:
+    with override_settings(MCP_TASKS={"EMBEDDED_WORKER": True}):
+        assert run() == []
