@@ -17,7 +17,7 @@ from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS, get_config
 from .oauth_checks import check_oauth
-from .tasks.worker import takes_task_jobs
+from .worker_checks import check_workers
 
 _README = "See the 'Settings' table in the django-mcp-tasks README."
 _IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
@@ -52,8 +52,7 @@ def check_mcp_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
         messages += _check_hosts()
         messages += check_oauth()
         messages += _check_notifications()
-        messages += _check_worker_class()
-        messages += _check_embedded_worker()
+        messages += check_workers()
     messages += _check_database_connections()
     return messages
 
@@ -299,7 +298,8 @@ def _check_channel_layer() -> list[CheckMessage]:
                 hint=(
                     f"Add CHANNEL_LAYERS = {{{alias!r}: {{'BACKEND': '{_PUBSUB_LAYER}', "
                     "'CONFIG': {'hosts': [REDIS_URL]}}} "
-                    f"(or '{_IN_MEMORY_LAYER}' for a single development process), or set "
+                    "(or 'mcp_tasks.layers.InProcessChannelLayer' for a single development "
+                    "process), or set "
                     "MCP_TASKS['CHANNEL_LAYER'] to an alias you have."
                 ),
                 id="mcp_tasks.E005",
@@ -422,66 +422,5 @@ def _check_notifications() -> list[CheckMessage]:
             hint="Set MCP_TASKS['SITE_URL'] to the admin's scheme and host, e.g. "
             "'https://ops.example.com'.",
             id="mcp_tasks.E006",
-        )
-    ]
-
-
-# -- W007: workers that take task jobs -------------------------------------------------------
-
-_TASK_WORKER = "mcp_tasks.tasks.worker.TaskWorker"
-
-
-def _check_worker_class() -> list[CheckMessage]:
-    """Task jobs wait in mcp_tasks' fair queue, which rq's own worker classes never read."""
-    if get_config()["EMBEDDED_WORKER"]:
-        return []
-    rq_settings = getattr(settings, "RQ", None)
-    name = rq_settings.get("WORKER_CLASS") if isinstance(rq_settings, dict) else None
-    if name is None:
-        problem = "RQ['WORKER_CLASS'] is not set, so `manage.py rqworker` runs rq's own Worker"
-    else:
-        try:
-            worker_class = import_string(name) if isinstance(name, str) else name
-        except ImportError as exc:
-            problem = f"RQ['WORKER_CLASS'] {name!r} cannot be imported ({exc})"
-        else:
-            if isinstance(worker_class, type) and takes_task_jobs(worker_class):
-                return []
-            problem = f"RQ['WORKER_CLASS'] {name!r} is not a task worker"
-    return [
-        CheckWarning(
-            f"{problem}: it never takes task jobs (they wait in mcp_tasks' fair queue), so "
-            "background tasks stay 'Queued'.",
-            hint=(
-                f'Set RQ = {{"WORKER_CLASS": "{_TASK_WORKER}"}} (or '
-                "mcp_tasks.tasks.worker.ForkingTaskWorker, or a subclass of either), or pass "
-                "--worker-class to rqworker and add 'mcp_tasks.W007' to SILENCED_SYSTEM_CHECKS."
-            ),
-            id="mcp_tasks.W007",
-        )
-    ]
-
-
-# -- E011: embedded mode's packages ------------------------------------------------------------
-
-#: The modules embedded mode imports (tasks/embedded.py): an in-process Redis, and the Lua
-#: runtime its scripts (rq's, the fair queue's) run on.
-_EMBEDDED_MODULES = {"fakeredis": "fakeredis", "lupa": "lupa (fakeredis[lua])"}
-
-
-def _check_embedded_worker() -> list[CheckMessage]:
-    if not get_config()["EMBEDDED_WORKER"]:
-        return []
-    missing = [label for name, label in _EMBEDDED_MODULES.items() if not _module_available(name)]
-    if not missing:
-        return []
-    return [
-        Error(
-            f"MCP_TASKS['EMBEDDED_WORKER'] is on but {' and '.join(missing)} "
-            f"{'is' if len(missing) == 1 else 'are'} not installed: embedded mode runs its "
-            "queue on an in-process fake Redis with Lua scripts, so requests that start the "
-            "embedded worker or queue a task fail.",
-            hint='Install the extra: pip install "django-mcp-tasks[embedded]".',
-            id="mcp_tasks.E011",
         )
     ]

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage
 from django.test import override_settings
 
-from mcp_tasks import checks
+from mcp_tasks import checks, worker_checks
 from mcp_tasks.asgi import mcp_application
 from mcp_tasks.conf import DEFAULTS
 
@@ -258,21 +258,27 @@ def test_channel_layer_alias_comes_from_mcp_tasks() -> None:
 # -- W001 ------------------------------------------------------------------------------------
 
 
-def test_in_memory_layer_without_debug_is_w001() -> None:
-    with override_settings(CHANNEL_LAYERS=IN_MEMORY, DEBUG=False):
+# The worker runs in the ASGI process here (an in-process layer cannot reach a worker
+# process: W010, below); W001 is about several ASGI processes.
+EMBEDDED = {"EMBEDDED_WORKER": True}
+
+
+def test_in_process_layer_without_debug_is_w001() -> None:
+    layers = {"default": {"BACKEND": "mcp_tasks.layers.InProcessChannelLayer"}}
+    with override_settings(CHANNEL_LAYERS=layers, DEBUG=False, MCP_TASKS=EMBEDDED):
         messages = run()
     assert [m.id for m in messages] == ["mcp_tasks.W001"]
     assert "SILENCED_SYSTEM_CHECKS" in (messages[0].hint or "")
 
 
-def test_in_process_layer_without_debug_is_w001() -> None:
+def test_in_memory_layer_without_debug_is_w001_too() -> None:
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY, DEBUG=False, MCP_TASKS=EMBEDDED):
+        assert ids() == ["mcp_tasks.W001", "mcp_tasks.W008"]  # W008: not across threads
+
+
+def test_in_process_layer_with_debug_passes() -> None:
     layers = {"default": {"BACKEND": "mcp_tasks.layers.InProcessChannelLayer"}}
-    with override_settings(CHANNEL_LAYERS=layers, DEBUG=False):
-        assert ids() == ["mcp_tasks.W001"]
-
-
-def test_in_memory_layer_with_debug_passes() -> None:
-    with override_settings(CHANNEL_LAYERS=IN_MEMORY, DEBUG=True):
+    with override_settings(CHANNEL_LAYERS=layers, DEBUG=True, MCP_TASKS=EMBEDDED):
         assert run() == []
 
 
@@ -495,9 +501,11 @@ def test_the_embedded_worker_needs_no_worker_class() -> None:
 
 @pytest.mark.parametrize("module", ["fakeredis", "lupa"])
 def test_embedded_worker_without_its_packages_is_e011(module: str) -> None:
-    real = checks._module_available
+    real = worker_checks._module_available
     with (
-        mock.patch.object(checks, "_module_available", lambda name: name != module and real(name)),
+        mock.patch.object(
+            worker_checks, "_module_available", lambda name: name != module and real(name)
+        ),
         override_settings(MCP_TASKS={"EMBEDDED_WORKER": True}),
     ):
         messages = run()
@@ -507,9 +515,11 @@ def test_embedded_worker_without_its_packages_is_e011(module: str) -> None:
 
 
 def test_missing_embedded_packages_pass_outside_embedded_mode() -> None:
-    real = checks._module_available
+    real = worker_checks._module_available
     with mock.patch.object(
-        checks, "_module_available", lambda name: name not in ("fakeredis", "lupa") and real(name)
+        worker_checks,
+        "_module_available",
+        lambda name: name not in ("fakeredis", "lupa") and real(name),
     ):
         assert run() == []
 
@@ -517,3 +527,96 @@ def test_missing_embedded_packages_pass_outside_embedded_mode() -> None:
 def test_embedded_worker_with_its_packages_passes() -> None:
     with override_settings(MCP_TASKS={"EMBEDDED_WORKER": True}):
         assert run() == []
+
+
+# -- W008, W010: the channel layer task workers use ----------------------------------------
+
+IN_PROCESS = {"default": {"BACKEND": "mcp_tasks.layers.InProcessChannelLayer"}}
+
+
+def test_channels_in_memory_layer_with_the_embedded_worker_is_w008() -> None:
+    with override_settings(
+        CHANNEL_LAYERS=IN_MEMORY, DEBUG=True, MCP_TASKS={"EMBEDDED_WORKER": True}
+    ):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.W008"]
+    assert "mcp_tasks.layers.InProcessChannelLayer" in (messages[0].hint or "")
+
+
+def test_the_in_process_layer_with_the_embedded_worker_passes() -> None:
+    with override_settings(
+        CHANNEL_LAYERS=IN_PROCESS, DEBUG=True, MCP_TASKS={"EMBEDDED_WORKER": True}
+    ):
+        assert run() == []
+
+
+@pytest.mark.parametrize("layers", [IN_MEMORY, IN_PROCESS], ids=["in-memory", "in-process"])
+def test_an_in_process_layer_with_worker_processes_is_w010(layers: dict[str, Any]) -> None:
+    with override_settings(CHANNEL_LAYERS=layers, DEBUG=True):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.W010"]
+    assert "RedisPubSubChannelLayer" in (messages[0].hint or "")
+
+
+# -- E012: the queues tasks go to -----------------------------------------------------------
+
+
+def test_a_task_queue_missing_from_rq_queues_is_e012() -> None:
+    with override_settings(RQ_QUEUES={}):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E012"]
+    assert "'mcp_tasks'" in messages[0].msg and "TASK_QUEUE" in messages[0].msg
+
+
+def test_a_tools_queue_missing_from_rq_queues_is_e012() -> None:
+    from types import SimpleNamespace
+
+    from mcp_tasks import TaskConfig
+    from mcp_tasks.server import mcp
+
+    tool = SimpleNamespace(name="export", task=TaskConfig(queue="reports"))
+    with mock.patch.dict(mcp.tools, {"export": tool}):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E012"]
+    assert "'reports'" in messages[0].msg and "tool 'export'" in messages[0].msg
+    assert "rqworker reports" in (messages[0].hint or "")
+
+
+def test_queues_need_no_rq_queues_in_embedded_mode() -> None:
+    with override_settings(RQ_QUEUES={}, MCP_TASKS={"EMBEDDED_WORKER": True}):
+        assert "mcp_tasks.E012" not in ids()
+
+
+# -- W009: SQLite under several threads -----------------------------------------------------
+
+SQLITE_FILE = {"ENGINE": "django.db.backends.sqlite3", "NAME": "/srv/app/db.sqlite3"}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+        {"init_command": "PRAGMA journal_mode=WAL"},
+    ],
+    ids=["none", "no WAL", "WAL only"],
+)
+def test_a_sqlite_file_without_the_options_a_worker_needs_is_w009(options: dict[str, Any]) -> None:
+    with mock.patch.dict(settings.DATABASES, {"default": {**SQLITE_FILE, "OPTIONS": options}}):
+        messages = worker_checks._check_sqlite()
+    assert [m.id for m in messages] == ["mcp_tasks.W009"]
+    assert "IMMEDIATE" in (messages[0].hint or "") and "journal_mode=WAL" in (
+        messages[0].hint or ""
+    )
+
+
+def test_a_sqlite_file_with_the_options_passes_w009() -> None:
+    database = {**SQLITE_FILE, "OPTIONS": dict(worker_checks._SQLITE_OPTIONS)}
+    with mock.patch.dict(settings.DATABASES, {"default": database}):
+        assert worker_checks._check_sqlite() == []
+
+
+def test_an_in_memory_sqlite_database_passes_w009() -> None:
+    database = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+    with mock.patch.dict(settings.DATABASES, {"default": database}):
+        assert worker_checks._check_sqlite() == []

@@ -63,7 +63,18 @@ LAYERS: dict[str, tuple[int, frozenset[str]]] = {
     ),
     "composition": (
         6,
-        frozenset({"__init__", "apps", "asgi", "checks", "endpoint", "management", "oauth_checks"}),
+        frozenset(
+            {
+                "__init__",
+                "apps",
+                "asgi",
+                "checks",
+                "endpoint",
+                "management",
+                "oauth_checks",
+                "worker_checks",
+            }
+        ),
     ),
 }
 
