@@ -64,7 +64,7 @@ def _module_available(name: str) -> bool:
         return False
 
 
-# -- E001: an ASGI server and application ----------------------------------------------------
+# -- E001, E013, E014: an ASGI server and application ----------------------------------------------------
 
 
 def _check_asgi_server() -> list[CheckMessage]:
@@ -92,7 +92,7 @@ def _check_asgi_server() -> list[CheckMessage]:
                 "'daphne' comes after 'django.contrib.staticfiles' in INSTALLED_APPS, so "
                 "staticfiles' WSGI `runserver` wins and the MCP endpoint is unreachable.",
                 hint="Move 'daphne' to the top of INSTALLED_APPS.",
-                id="mcp_tasks.E001",
+                id="mcp_tasks.E013",
             )
         )
     if not getattr(settings, "ASGI_APPLICATION", None):
@@ -105,7 +105,7 @@ def _check_asgi_server() -> list[CheckMessage]:
                     "wrap Django's app: application = mcp_application(get_asgi_application()) "
                     "(from mcp_tasks.asgi import mcp_application)."
                 ),
-                id="mcp_tasks.E001",
+                id="mcp_tasks.E014",
             )
         )
     return messages
@@ -127,7 +127,7 @@ def _check_channels() -> list[CheckMessage]:
     ]
 
 
-# -- E003: the MCP_TASKS dict ----------------------------------------------------------------
+# -- E003, E015, E016: the MCP_TASKS dict ----------------------------------------------------------------
 
 
 def _check_settings_dict() -> list[CheckMessage]:
@@ -139,7 +139,7 @@ def _check_settings_dict() -> list[CheckMessage]:
             Error(
                 f"MCP_TASKS must be a dict, not {type(user).__name__}.",
                 hint="Set MCP_TASKS = {...} with the keys you want to change. " + _README,
-                id="mcp_tasks.E003",
+                id="mcp_tasks.E016",
             )
         ]
     messages: list[CheckMessage] = []
@@ -165,7 +165,7 @@ def _check_settings_dict() -> list[CheckMessage]:
                     f"MCP_TASKS[{key!r}] {problem}, got {value!r}.",
                     hint=f"Fix the value or remove the key to use the default ({DEFAULTS[key]!r}). "
                     + _README,
-                    id="mcp_tasks.E003",
+                    id="mcp_tasks.E015",
                 )
             )
     return messages
@@ -231,7 +231,7 @@ def _value_problem(key: str, value: Any) -> str | None:
     return None  # a default of None (or another type) says nothing about the value
 
 
-# -- E004: the ASGI application routes the MCP path ------------------------------------------
+# -- E004, E017: the ASGI application routes the MCP path ------------------------------------------
 
 _WRAPPER_ATTRIBUTES = ("inner", "app", "application", "__wrapped__")
 
@@ -253,7 +253,7 @@ def _candidates(app: Any, depth: int = 0) -> Iterator[Any]:
 def _check_asgi_route() -> list[CheckMessage]:
     dotted = getattr(settings, "ASGI_APPLICATION", None)
     if not dotted:
-        return []  # reported as E001
+        return []  # reported as E014
     path = get_config()["PATH"]
     fix = (
         "In your asgi module, wrap Django's application: "
@@ -268,7 +268,7 @@ def _check_asgi_route() -> list[CheckMessage]:
                 f"ASGI_APPLICATION {dotted!r} could not be imported ({type(exc).__name__}: "
                 f"{exc}), so it cannot be checked that it routes {path!r} to mcp_tasks.",
                 hint="Fix the import error, or point ASGI_APPLICATION at your ASGI application.",
-                id="mcp_tasks.E004",
+                id="mcp_tasks.E017",
             )
         ]
     if any(getattr(app, "mcp_tasks_path", None) for app in _candidates(application)):

@@ -76,7 +76,7 @@ def test_the_example_project_settings_report_nothing() -> None:
         assert run() == []
 
 
-# -- E001 ------------------------------------------------------------------------------------
+# -- E001, E013, E014 ------------------------------------------------------------------------------------
 
 
 def test_missing_daphne_is_e001() -> None:
@@ -89,20 +89,20 @@ def test_missing_daphne_is_e001() -> None:
     assert "Add 'daphne' at the top of INSTALLED_APPS" in (messages[0].hint or "")
 
 
-def test_daphne_after_staticfiles_is_e001() -> None:
+def test_daphne_after_staticfiles_is_e013() -> None:
     from django.conf import settings
 
     apps = [app for app in settings.INSTALLED_APPS if app != "daphne"] + ["daphne"]
     with override_settings(INSTALLED_APPS=apps):
         messages = run()
-    assert [m.id for m in messages] == ["mcp_tasks.E001"]
+    assert [m.id for m in messages] == ["mcp_tasks.E013"]
     assert "Move 'daphne' to the top" in (messages[0].hint or "")
 
 
-def test_unset_asgi_application_is_e001() -> None:
+def test_unset_asgi_application_is_e014() -> None:
     with override_settings(ASGI_APPLICATION=None):
         messages = run()
-    assert [m.id for m in messages] == ["mcp_tasks.E001"]
+    assert [m.id for m in messages] == ["mcp_tasks.E014"]
     assert "mcp_application(get_asgi_application())" in (messages[0].hint or "")
 
 
@@ -119,7 +119,7 @@ def test_missing_channels_package_is_e002() -> None:
     assert "pip install" in (messages[0].hint or "")
 
 
-# -- E003 ------------------------------------------------------------------------------------
+# -- E003, E015, E016 ------------------------------------------------------------------------------------
 
 
 def test_unknown_mcp_tasks_key_is_e003() -> None:
@@ -167,10 +167,10 @@ def test_unknown_mcp_tasks_key_is_e003() -> None:
         ("ADMIN_REFRESH_INTERVAL", "5"),
     ],
 )
-def test_wrong_value_type_is_e003(key: str, value: Any) -> None:
+def test_wrong_value_type_is_e015(key: str, value: Any) -> None:
     with override_settings(MCP_TASKS={key: value}):
         messages = run()
-    assert [m.id for m in messages] == ["mcp_tasks.E003"]
+    assert [m.id for m in messages] == ["mcp_tasks.E015"]
     assert repr(key) in messages[0].msg
 
 
@@ -213,12 +213,12 @@ def test_every_default_passes_its_own_check(key: str) -> None:
         assert run() == []
 
 
-def test_mcp_tasks_that_is_not_a_dict_is_e003() -> None:
+def test_mcp_tasks_that_is_not_a_dict_is_e016() -> None:
     with override_settings(MCP_TASKS=["PATH", "/mcp"]):
-        assert ids() == ["mcp_tasks.E003"]
+        assert ids() == ["mcp_tasks.E016"]
 
 
-# -- E004 ------------------------------------------------------------------------------------
+# -- E004, E017 ------------------------------------------------------------------------------------
 
 
 def test_asgi_application_without_the_mcp_route_is_e004() -> None:
@@ -228,10 +228,10 @@ def test_asgi_application_without_the_mcp_route_is_e004() -> None:
     assert "mcp_application(get_asgi_application())" in (messages[0].hint or "")
 
 
-def test_unimportable_asgi_application_is_e004() -> None:
+def test_unimportable_asgi_application_is_e017() -> None:
     with override_settings(ASGI_APPLICATION="tests.no_such_module.application"):
         messages = run()
-    assert [m.id for m in messages] == ["mcp_tasks.E004"]
+    assert [m.id for m in messages] == ["mcp_tasks.E017"]
     assert "could not be imported" in messages[0].msg
 
 
@@ -379,6 +379,22 @@ def test_notifications_with_a_site_url_pass() -> None:
     settings_dict = {"NOTIFY_QUESTIONS": True, "SITE_URL": "https://ops.example.com"}
     with override_settings(MCP_TASKS=settings_dict):
         assert run() == []
+
+
+def test_each_problem_has_an_id_of_its_own() -> None:
+    """Silencing one problem must not silence another: no id is written twice."""
+    import re
+    from pathlib import Path
+
+    import mcp_tasks
+
+    package = Path(mcp_tasks.__file__).parent
+    written = [
+        found
+        for module in ("checks.py", "worker_checks.py", "oauth_checks.py")
+        for found in re.findall(r'id="(mcp_tasks\.[EW]\d{3})"', (package / module).read_text())
+    ]
+    assert written and len(written) == len(set(written)), sorted(written)
 
 
 def test_checks_are_registered_with_django() -> None:
