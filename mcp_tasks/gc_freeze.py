@@ -3,10 +3,10 @@
 A loaded process promotes many short-lived objects (a request's, a job's) to the oldest
 generation before they die, so Python runs full collections every few seconds, and each
 one walks every object alive: Django, the app's modules, the registered tools, pydantic's
-schemas, about 200,000 objects in the example project, 80 to 100 ms per collection on the
-machine of the README's "Performance". :func:`freeze_startup_objects` collects once and
-then moves everything alive into the permanent generation (``gc.freeze()``): full
-collections then walk only what was made since (4 to 6 ms there). Start-up objects that
+schemas (the README's "Settings", ``GC_FREEZE``, has the figures).
+:func:`freeze_startup_objects` collects once and then moves everything alive into the
+permanent generation (``gc.freeze()``): full collections then walk only what was made
+since. Start-up objects that
 later become cyclic garbage are not reclaimed; they are few, and made once.
 """
 

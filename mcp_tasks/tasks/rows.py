@@ -2,8 +2,7 @@
 metadata.
 
 Django's ORM compiles each query anew, which costs more CPU here than the database needs to
-answer a primary-key lookup (about 0.6 ms against 0.3 ms on the reference machine, see the
-README's "Performance"). The statements on the hot path — a new task and its snapshot, a
+answer a primary-key lookup (the README's "Performance" has the figures). The statements on the hot path — a new task and its snapshot, a
 task by id for its principal (``tasks/get``), a task with its snapshot (a job starting), and
 conditional updates of one task row (a job starting, progress, the result) — are built once
 per database and set of columns. Values go in through the fields' own ``get_db_prep_save`` and rows come back
