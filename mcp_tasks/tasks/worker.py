@@ -21,7 +21,6 @@ import contextlib
 import logging
 import os
 import sys
-import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -46,10 +45,11 @@ from ..stream_events import purge_old_events
 from . import fair_queue, service
 from .intake import Intake, note_parked
 from .job import execute
+from .loop_thread import LoopThread
 from .question_mail import send_due
 from .queue import JOB_FUNCTION
 from .rq_bookkeeping import Started, Taken
-from .runtime import JobSlot, Runtime, Slots, runtime_for_loop
+from .runtime import JobSlot, Runtime, Slots
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -110,15 +110,6 @@ def maintain() -> dict[str, int]:
         "stream_events_deleted": purge_old_events(),
         "questions_mailed": send_due(),
     }
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's event loop when it is installed (the ``uvicorn`` extra), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 class _Maintaining:
@@ -212,9 +203,7 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         kwargs.setdefault("maintenance_interval", config["TASK_MAINTENANCE_INTERVAL"])
         super().__init__(*args, **kwargs)
         self.slots = Slots(concurrency or config["TASK_CONCURRENCY"])
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.runtime: Runtime | None = None
-        self._loop_thread: threading.Thread | None = None
+        self.loop_thread = LoopThread(self.slots)
         self._running: dict[str, _Running] = {}  # by job id
         self._taken: list[Started] = []  # the jobs started with the one rq executes next
         self._behind = True  # the last job dequeued had waited (or none yet): more may wait
@@ -232,46 +221,20 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
 
     def bootstrap(self, *args: Any, **kwargs: Any) -> None:
         super().bootstrap(*args, **kwargs)
-        self._start_loop()
+        self.loop_thread.start()
         self.freeze_startup_objects()
 
     def freeze_startup_objects(self) -> None:
         """Keep the garbage collector off what start-up made (:mod:`mcp_tasks.gc_freeze`)."""
         freeze_startup_objects()
 
-    def _start_loop(self) -> None:
-        loop = new_event_loop()
-        # Sync tools run here; a cancelled one keeps its thread until its next Context call.
-        loop.set_default_executor(
-            ThreadPoolExecutor(self.slots.size + 2, thread_name_prefix="mcp_tasks-tool")
-        )
-        self.loop = loop
-        self._loop_thread = threading.Thread(
-            target=loop.run_forever, name="mcp_tasks-task-loop", daemon=True
-        )
-        self._loop_thread.start()
-        self.runtime = self._call(self._start_runtime())
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self.loop_thread.loop
 
-    async def _start_runtime(self) -> Runtime:
-        runtime = runtime_for_loop(self.slots, loop_database=True)
-        await runtime.start()
-        return runtime
-
-    def _call(self, coroutine: Any, timeout: float | None = None) -> Any:
-        assert self.loop is not None
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
-
-    def _stop_loop(self) -> None:
-        if self.loop is None or self.runtime is None:
-            return
-        try:
-            self._call(self.runtime.stop(), timeout=5)
-        except Exception:
-            logger.debug("the task runtime did not stop cleanly", exc_info=True)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        if self._loop_thread is not None:
-            self._loop_thread.join(timeout=5)
-        self._bookkeeper.shutdown(wait=True)
+    @property
+    def runtime(self) -> Runtime | None:
+        return self.loop_thread.runtime
 
     # -- taking jobs ------------------------------------------------------------------------
 
@@ -356,9 +319,8 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
             # Registered before it is scheduled: a short job can end (and be forgotten by
             # _forget_succeeded) before run_coroutine_threadsafe returns to this thread.
             running = self._running[entry.job.id] = _Running(entry.job)
-            running.future = asyncio.run_coroutine_threadsafe(
-                self._perform(entry.job, entry.queue, entry.execution),
-                self.loop,  # type: ignore[arg-type]
+            running.future = self.loop_thread.submit(
+                self._perform(entry.job, entry.queue, entry.execution)
             )
 
     async def _perform(self, job: Any, queue: Any, execution: Execution) -> None:
@@ -459,7 +421,7 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
             entry = self._running.get(str(payload.get("job_id")))
             task_id = task_job_args(entry.job)[0] if entry else None
             if task_id is not None and self.loop is not None:
-                asyncio.run_coroutine_threadsafe(self._stop_task(task_id), self.loop)
+                self.loop_thread.submit(self._stop_task(task_id))
             return
         super().handle_payload(message)  # type: ignore[no-untyped-call]
 
@@ -499,7 +461,8 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
             time.sleep(0.1)
         self.intake.settle()
         super().teardown()  # type: ignore[no-untyped-call]
-        self._stop_loop()
+        self.loop_thread.stop()
+        self._bookkeeper.shutdown(wait=True)
 
 
 class EmbeddedTaskWorker(TaskWorker):
