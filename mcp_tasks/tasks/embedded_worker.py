@@ -7,7 +7,10 @@ import logging
 import threading
 from typing import Any
 
+from channels.layers import get_channel_layer
 from rq import Queue
+
+from ..conf import get_config
 
 from .embedded import connection
 from .worker import EmbeddedTaskWorker
@@ -24,6 +27,11 @@ def start_worker(queues: list[str], count: int = 1) -> list[threading.Thread]:
     with _lock:
         if any(thread.is_alive() for thread in _threads):
             return _threads
+        # The layer is made here, once, before any worker thread asks for it: channels'
+        # layer manager caches it without a lock, so two threads asking at once could each
+        # make one, and a worker listening on one in-process layer would never hear what
+        # is sent on the other (an answer then reached its task only at the heartbeat).
+        get_channel_layer(get_config()["CHANNEL_LAYER"])
         for number in range(count):
             conn = connection()
             worker = EmbeddedTaskWorker(

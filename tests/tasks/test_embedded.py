@@ -85,3 +85,28 @@ def test_embedded_listen_pushes_task_notifications(client: Any, tmp_path: Path) 
             )
         )
     assert seen[-1]["params"]["result"]["content"][0]["text"] == "gate opened after two of five"
+
+
+def test_the_embedded_worker_starts_after_the_channel_layer_exists(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Channels caches a layer without a lock: made in two threads at once, an in-process
+    layer splits in two, and the worker listens on the one nobody sends to. The layer is
+    made before the first worker thread starts."""
+    import threading
+
+    from channels.layers import channel_layers
+
+    from mcp_tasks.tasks import embedded_worker
+
+    seen: list[bool] = []
+
+    class Recorded(threading.Thread):
+        def start(self) -> None:
+            seen.append("default" in channel_layers.backends)
+
+    monkeypatch.setattr(embedded_worker, "_threads", [])
+    monkeypatch.setattr(embedded_worker.threading, "Thread", Recorded)
+    monkeypatch.delitem(channel_layers.backends, "default", raising=False)
+    embedded_worker.start_worker(["mcp_tasks"])
+    assert seen == [True]
