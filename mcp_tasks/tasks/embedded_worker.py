@@ -11,7 +11,6 @@ from channels.layers import get_channel_layer
 from rq import Queue
 
 from ..conf import get_config
-
 from .embedded import connection
 from .worker import EmbeddedTaskWorker
 
@@ -19,6 +18,7 @@ logger = logging.getLogger("mcp_tasks.tasks")
 
 _lock = threading.Lock()
 _threads: list[threading.Thread] = []
+_workers: list[EmbeddedTaskWorker] = []
 
 
 def start_worker(queues: list[str], count: int = 1) -> list[threading.Thread]:
@@ -42,6 +42,7 @@ def start_worker(queues: list[str], count: int = 1) -> list[threading.Thread]:
             )
             thread.start()
             _threads.append(thread)
+            _workers.append(worker)
         logger.info("%d embedded task workers started for queues %s", count, ", ".join(queues))
         return _threads
 
@@ -51,3 +52,19 @@ def _run(worker: Any) -> None:
         worker.work(with_scheduler=False, logging_level="WARNING")
     except Exception:
         logger.exception("an embedded task worker stopped")
+
+
+def stop_workers(timeout: float = 30.0) -> None:
+    """Stop the embedded worker threads (a project's tests, or its own shutdown): each stops
+    taking jobs within a second, lets its running jobs finish, and ends. The next request
+    starts them again."""
+    with _lock:
+        workers, threads = list(_workers), list(_threads)
+        _workers.clear()
+        _threads.clear()
+    for worker in workers:
+        worker.request_stop()
+    for thread in threads:
+        thread.join(timeout)
+        if thread.is_alive():
+            logger.warning("embedded task worker %s did not stop within %g s", thread.name, timeout)

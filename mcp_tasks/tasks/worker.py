@@ -154,6 +154,8 @@ class _FairDequeuing:
         wait = 1.0
         look_first = timeout is None
         while True:
+            if worker._stop_requested:  # an idle worker asked to stop (no signal woke it)
+                return None
             try:
                 worker.heartbeat()
                 if worker.should_run_maintenance_tasks:
@@ -251,6 +253,8 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         self._interruptible = True
         try:
             while not self.slots.wait_available(timeout=1.0):
+                if self._stop_requested:
+                    return None
                 self._keep_alive()
             if self._full:  # the last take found only principals at their most here
                 self._full = False

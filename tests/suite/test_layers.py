@@ -72,6 +72,7 @@ LAYERS: dict[str, tuple[int, frozenset[str]]] = {
                 "endpoint",
                 "management",
                 "oauth_checks",
+                "testing",
                 "worker_checks",
             }
         ),

@@ -106,7 +106,7 @@ def test_the_embedded_worker_starts_after_the_channel_layer_exists(
             seen.append("default" in channel_layers.backends)
 
     monkeypatch.setattr(embedded_worker, "_threads", [])
-    monkeypatch.setattr(embedded_worker.threading, "Thread", Recorded)
+    monkeypatch.setattr(threading, "Thread", Recorded)
     monkeypatch.delitem(channel_layers.backends, "default", raising=False)
     embedded_worker.start_worker(["mcp_tasks"])
     assert seen == [True]

@@ -501,7 +501,13 @@ def test_a_queued_task_whose_job_vanished_is_queued_again(
 
 
 @override_settings(MCP_TASKS={"EMBEDDED_WORKER": True, "TASK_REQUEUE_AFTER": 10})
-def test_a_queued_task_whose_job_is_still_queued_is_left_alone() -> None:
+def test_a_queued_task_whose_job_is_still_queued_is_left_alone(
+    no_worker_memory: None, embedded_queue: Any
+) -> None:
+    from mcp_tasks.tasks.worker import EmbeddedTaskWorker
+
+    worker = EmbeddedTaskWorker([queue.get_queue("mcp_tasks")], connection=embedded_queue)
+    worker.register_birth()  # type: ignore[no-untyped-call]  # a worker serves the queue
     task = new_task()
     age(task, 11)
     assert service.check_liveness(Task.objects.get(pk=task.pk)) is False
