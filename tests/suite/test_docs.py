@@ -52,3 +52,17 @@ def test_every_test_file_is_in_one_row_of_the_readme_map() -> None:
         for path in tests.glob("*/test_*.py")
     }
     assert listed == on_disk
+
+
+def test_the_pypi_description_links_nothing_relative() -> None:
+    """PyPI shows pyproject's readme, where a link or an image relative to the repository
+    breaks: every one in it is absolute."""
+    import re
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    readme = tomllib.loads((root / "pyproject.toml").read_text())["project"]["readme"]
+    text = (root / readme).read_text()
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert targets, "the test reads links"
+    assert [t for t in targets if not t.startswith(("https://", "http://"))] == []
