@@ -15,7 +15,7 @@ from django.utils import timezone
 from mcp_tasks import task_contract
 from mcp_tasks.db import db
 from mcp_tasks.models import Task, TaskSnapshot, TaskStatus
-from mcp_tasks.tasks import rows, service
+from mcp_tasks.tasks import changes, rows, service
 from mcp_tasks.tasks.loop_database import LoopDatabase
 
 pytestmark = pytest.mark.django_db
@@ -282,7 +282,7 @@ def test_a_result_from_the_event_loop_goes_to_django_only_for_a_listener(
         _in_loop(
             lambda: asyncio.sleep(0)
         )  # the signal was sent from Django's thread: close its connection
-    assert hops[0] is service._status_changed and finished == [("heard", TaskStatus.COMPLETED)]
+    assert hops[0] is changes.status_changed and finished == [("heard", TaskStatus.COMPLETED)]
 
 
 @pytest.mark.cancel

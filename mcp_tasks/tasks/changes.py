@@ -1,0 +1,231 @@
+"""What every transition of a task shares: publishing a change, its signals, the row lock,
+and the transitions that end a task (completed, failed)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from .. import background, jsontext, signals
+from ..db import db
+from ..models import (
+    TERMINAL_STATUSES,
+    InputRequestStatus,
+    Task,
+    TaskLogEntry,
+    TaskStatus,
+    WaitingFor,
+)
+from . import admin_events, notify, rows
+from .loop_database import LoopDatabase
+
+logger = logging.getLogger("mcp_tasks.tasks")
+
+
+def publish_on_commit(
+    task: Task, *, wake: bool = False, answers: dict[str, Any] | None = None
+) -> None:
+    """After commit, tell the task's watchers (and, with ``wake``, the worker running it:
+    the change came from someone else, with the ``answers`` it waits for) that it changed."""
+    task_id, status = task.id, task.status
+    session_id = task.session_id if task.era == "legacy" else None
+    worker = task.worker_name if wake and task.worker_name else None
+    transaction.on_commit(
+        lambda: notify.publish_task_change(task_id, status, session_id, worker, answers)
+    )
+
+
+def publish_change(task: Task | str, status: str, final: dict[str, Any] | None = None) -> None:
+    """:func:`publish_on_commit` for a change the worker running the task made with a
+    conditional update (``task``: the row as the worker loaded it, or its id; ``final``:
+    :func:`final_fields` of a task that ended)."""
+    if isinstance(task, str):
+        task = Task.objects.only("era", "session_id").get(pk=task)
+    task_id = task.id
+    legacy_session = task.session_id if task.era == "legacy" else None
+    transaction.on_commit(
+        lambda: notify.publish_task_change(task_id, status, legacy_session, final=final)
+    )
+
+
+def status_changed(task_id: str, old: str, new: str) -> None:
+    """The signals of a status change and the live admin's event, sent after commit
+    (nothing when it did not change)."""
+    if old == new:
+        return
+    admin_events.announce_on_commit(task_id, "task_status_changed")
+    signals.send_on_commit(
+        signals.task_status_changed, task_id=task_id, old_status=str(old), new_status=str(new)
+    )
+    if new in TERMINAL_STATUSES:
+        signals.send_on_commit(signals.task_finished, task_id=task_id, status=str(new))
+
+
+def id_of(task: Task | str) -> str:
+    return task if isinstance(task, str) else task.id
+
+
+def locked(task_id: str) -> Task:
+    task = rows.locked_task(task_id)
+    if task is None:
+        raise Task.DoesNotExist(task_id)
+    return task
+
+
+def touch(task: Task, **changes: Any) -> None:
+    """Change fields of a task whose row this transaction holds (:func:`locked`)."""
+    changes["updated_at"] = timezone.now()
+    for name, value in changes.items():
+        setattr(task, name, value)
+    rows.update_task(task.id, {}, changes)
+
+
+def expired(task: Task) -> bool:
+    return task.expires_at is not None and task.expires_at <= timezone.now()
+
+
+def add_log(task_id: str, level: str, logger_name: str | None, data: Any) -> None:
+    logger_name, data = jsontext.storable((logger_name, data), f"a log line of task {task_id}")
+    TaskLogEntry.objects.create(
+        task_id=task_id, level=level, logger_name=logger_name or "", data=data
+    )
+    admin_events.announce_on_commit(task_id, "task_logged")  # the task's open admin page shows it
+
+
+def finish(
+    task_id: str,
+    status: str,
+    *,
+    result: Any = None,
+    error: Any = None,
+    message: str = "",
+    wake: bool = True,
+) -> bool:
+    result, error, message = jsontext.storable((result, error, message), f"end of task {task_id}")
+    with transaction.atomic():
+        try:
+            task = locked(task_id)
+        except Task.DoesNotExist:
+            return False
+        if task.is_terminal:
+            return False
+        status_changed(task_id, task.status, status)
+        touch(
+            task,
+            status=status,
+            result=result,
+            error=error,
+            status_message=message[:2000],
+            finished_at=timezone.now(),
+            waiting_for=WaitingFor.NOTHING,
+        )
+        task.input_requests.filter(status=InputRequestStatus.PENDING).update(
+            status=InputRequestStatus.CLOSED
+        )
+        publish_on_commit(task, wake=wake)
+    return True
+
+
+def complete(task: Task | str, result: dict[str, Any]) -> bool:
+    """The tool returned (``isError`` results included; ``task``: the row as the worker
+    loaded it, or its id). False if already terminal."""
+    task_id = id_of(task)
+    result, finished = _completion(task_id, result)
+    # The worker's own task, working and with no open question: one conditional update.
+    if rows.update_task(task_id, {"status": TaskStatus.WORKING}, finished):
+        publish_change(task, TaskStatus.COMPLETED, final_fields(finished))
+        status_changed(task_id, TaskStatus.WORKING, TaskStatus.COMPLETED)
+        return True
+    return _finish_completed(task_id, result, finished["status_message"])
+
+
+async def acomplete(database: LoopDatabase, task: Task, result: dict[str, Any]) -> bool:
+    """:func:`complete` of the task the worker loaded, its conditional update sent from the
+    worker's event loop (the rest, rarely needed, in Django's thread)."""
+    result, finished = _completion(task.id, result)
+    if not await rows.aupdate_task(database, task.id, {"status": TaskStatus.WORKING}, finished):
+        return await db(_finish_completed)(task.id, result, finished["status_message"])
+    session_id = task.session_id if task.era == "legacy" else None
+    final = final_fields(finished)
+    background.in_background(
+        notify.apublish_task_change(task.id, TaskStatus.COMPLETED, session_id, final=final),
+        logger,
+        "could not publish the change of task %s",
+        task.id,
+    )
+    if (
+        signals.listened(signals.task_status_changed)
+        or signals.listened(signals.task_finished)
+        or admin_events.may_announce()
+    ):
+        await db(status_changed)(task.id, TaskStatus.WORKING, TaskStatus.COMPLETED)
+    return True
+
+
+def _completion(task_id: str, result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The result as stored, and the changes that complete the task with it."""
+    result = jsontext.storable(result, f"end of task {task_id}")
+    now = timezone.now()
+    return result, {
+        "status": TaskStatus.COMPLETED,
+        "result": result,
+        "error": None,
+        "status_message": "Completed with an error" if result.get("isError") else "Completed",
+        "finished_at": now,
+        "updated_at": now,
+    }
+
+
+#: Largest ``final_fields`` (bytes of JSON) a task change carries; past it, the waiting
+#: requests read the task back.
+FINAL_FIELDS_MAX = 16 * 1024
+
+
+def final_fields(changes: dict[str, Any]) -> dict[str, Any] | None:
+    """What a waiting request needs of a task that ended with ``changes`` (a wake-up
+    carries it), None when it is too large to carry. The result and error travel as JSON
+    text: the channel layer's msgpack cannot carry every JSON value (integers past 64
+    bits)."""
+    outcome = json.dumps(
+        {"result": changes.get("result"), "error": changes.get("error")},
+        separators=(",", ":"),
+    )
+    if len(outcome) > FINAL_FIELDS_MAX:
+        return None
+    return {
+        "status": str(changes["status"]),
+        "status_message": changes["status_message"],
+        "updated_at": changes["updated_at"].isoformat(),
+        "outcome": outcome,
+    }
+
+
+def with_final_fields(task: Task, final: dict[str, Any]) -> Task:
+    """``task`` (read before it ended) as the change that ended it left it."""
+    outcome = json.loads(final["outcome"])
+    task.status = final["status"]
+    task.status_message = final["status_message"]
+    task.updated_at = datetime.fromisoformat(final["updated_at"])
+    task.result, task.error = outcome["result"], outcome["error"]
+    return task
+
+
+def _finish_completed(task_id: str, result: dict[str, Any], message: str) -> bool:
+    """Complete a task that the conditional update missed (it has an open question, or
+    ended meanwhile: then nothing changes)."""
+    return finish(task_id, TaskStatus.COMPLETED, result=result, message=message, wake=False)
+
+
+def fail(task_id: str, error: dict[str, Any], message: str | None = None) -> bool:
+    """A JSON-RPC error ended the task. False if already terminal."""
+    return finish(
+        task_id,
+        TaskStatus.FAILED,
+        error=error,
+        message=message or str(error.get("message", "Failed")),
+    )

@@ -1,0 +1,381 @@
+"""A task's questions (input requests): asked by the tool, answered through one path
+(clients, legacy replies, the admin), timed out, mailed, relayed to 2025-11-25 streams."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from .. import jsontext, signals
+from ..conf import get_config
+from ..inputs import KEY_PREFIXES
+from ..models import (
+    InputRequest,
+    InputRequestStatus,
+    Task,
+    TaskStatus,
+)
+from ..task_contract import InvalidAnswer, TaskNotFound
+from . import admin_events, queue, rows
+from .changes import expired, locked, publish_on_commit, status_changed, touch
+
+logger = logging.getLogger("mcp_tasks.tasks")
+
+
+def outstanding_requests(task: Task) -> list[InputRequest]:
+    """Questions still waiting for an answer, in the order they were asked."""
+    return list(task.input_requests.filter(status=InputRequestStatus.PENDING).order_by("sequence"))
+
+
+class ReplayMismatch(BaseException):
+    """On resume, the tool asked something other than what it asked the first time."""
+
+
+class TaskEnded(BaseException):
+    """The task reached a terminal state while the tool was still running."""
+
+
+EXPIRED = {"_mcp_tasks": "expired"}
+
+
+def question_text(method: str, params: dict[str, Any]) -> str:
+    """A one-line description of a question, used as the task's ``statusMessage``."""
+    if method == "elicitation/create":
+        return str(params.get("message") or "Waiting for an answer")[:2000]
+    if method == "sampling/createMessage":
+        return "Waiting for the client's model to answer"
+    return "Waiting for the client's roots"
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _same_question(request: InputRequest, method: str, params: dict[str, Any]) -> bool:
+    return request.method == method and _canonical(request.params) == _canonical(params)
+
+
+def ask(
+    task_id: str,
+    sequence: int,
+    method: str,
+    params: dict[str, Any],
+    worker_name: str,
+    key: str | None = None,
+) -> InputRequest:
+    """Record question number ``sequence`` of this run (or find it when the tool is
+    replayed) and mark the task ``input_required``."""
+    (request,) = ask_all(task_id, sequence, [(method, params, key)], worker_name)
+    return request
+
+
+def ask_all(
+    task_id: str,
+    first_sequence: int,
+    questions: list[tuple[str, dict[str, Any], str | None]],
+    worker_name: str,
+) -> list[InputRequest]:
+    """Record one round of questions (``(method, params, key)`` each, numbered from
+    ``first_sequence``) in one transaction: a poll sees all of them or none. A question
+    already recorded under its number (the tool is replayed after a resume) is returned
+    as it is, answer included; one that differs raises :class:`ReplayMismatch`."""
+    questions = [
+        (method, *jsontext.storable((params, key), f"a question of task {task_id}"))
+        for method, params, key in questions
+    ]
+    with transaction.atomic():
+        task = locked(task_id)
+        if task.is_terminal:
+            raise TaskEnded(task_id)
+        recorded = list(task.input_requests.all())
+        by_sequence = {request.sequence: request for request in recorded}
+        used_keys = {request.key for request in recorded}
+        expires_at = timezone.now() + timedelta(seconds=get_config()["INPUT_TIMEOUT"])
+        round_: list[InputRequest] = []
+        new: list[InputRequest] = []
+        for sequence, (method, params, key) in enumerate(questions, start=first_sequence):
+            existing = by_sequence.get(sequence)
+            if existing is not None:
+                _check_replay(existing, sequence, method, params)
+                round_.append(existing)
+                continue
+            if key is None or key in used_keys:
+                # Keys are unique for the task's whole life, so a repeated key gets a suffix.
+                key = (
+                    f"{key or KEY_PREFIXES.get(method, 'input')}-{sequence}-{secrets.token_hex(4)}"
+                )
+            used_keys.add(key[:100])
+            request = InputRequest(
+                task=task,
+                key=key[:100],
+                sequence=sequence,
+                method=method,
+                params=params,
+                expires_at=expires_at,
+            )
+            round_.append(request)
+            new.append(request)
+        if new:
+            InputRequest.objects.bulk_create(new)
+            status_changed(task_id, task.status, TaskStatus.INPUT_REQUIRED)
+            admin_events.announce_on_commit(task_id, "question_asked")
+            if signals.listened(signals.question_asked):
+                for request in new:
+                    signals.send_on_commit(
+                        signals.question_asked, task_id=task_id, question=request
+                    )
+            last = new[-1]
+            touch(
+                task,
+                status=TaskStatus.INPUT_REQUIRED,
+                status_message=question_text(last.method, last.params),
+                waiting_worker=worker_name[:255],
+            )
+    return round_
+
+
+def _check_replay(
+    existing: InputRequest, sequence: int, method: str, params: dict[str, Any]
+) -> None:
+    if not _same_question(existing, method, params):
+        raise ReplayMismatch(
+            f"on resume the tool asked question {sequence} differently "
+            f"(first: {existing.method} {question_text(existing.method, existing.params)!r}; "
+            f"now: {method} {question_text(method, params)!r}); code before a question "
+            "must ask the same questions in the same order when the task resumes"
+        )
+
+
+def withdraw(task_id: str, key: str) -> None:
+    """Close a question that could not be announced; the task goes back to working."""
+    with transaction.atomic():
+        task = locked(task_id)
+        task.input_requests.filter(key=key, status=InputRequestStatus.PENDING).update(
+            status=InputRequestStatus.CLOSED
+        )
+        if (
+            not task.is_terminal
+            and not task.input_requests.filter(status=InputRequestStatus.PENDING).exists()
+        ):
+            status_changed(task_id, task.status, TaskStatus.WORKING)
+            touch(task, status=TaskStatus.WORKING, status_message="Working", waiting_worker="")
+            publish_on_commit(task)
+
+
+def answer_in(request: InputRequest) -> Any:
+    """A question's stored answer: None while it waits, :data:`EXPIRED` when it timed out
+    or was closed unanswered."""
+    if request.status == InputRequestStatus.PENDING:
+        return None
+    return request.response if request.response is not None else EXPIRED
+
+
+def answers_of(task_id: str, keys: list[str | None]) -> list[Any]:
+    """The stored answers to the questions ``keys`` (one query; None for a key that is
+    None, unknown or still waiting)."""
+    found = {
+        request.key: answer_in(request)
+        for request in InputRequest.objects.filter(
+            task_id=task_id, key__in=[k for k in keys if k]
+        ).only("key", "status", "response")
+    }
+    return [found.get(key) if key else None for key in keys]
+
+
+def claim_questions_to_mail(window: float, limit: int) -> list[InputRequest]:
+    """The waiting questions nobody was mailed about yet (at most ``limit``, oldest first),
+    marked as mailed so that no other process mails them; none while a mail went out within
+    the last ``window`` seconds (the digest waits for the window to pass)."""
+    now = timezone.now()
+    if InputRequest.objects.filter(notified_at__gt=now - timedelta(seconds=window)).exists():
+        return []
+    waiting = InputRequest.objects.filter(status=InputRequestStatus.PENDING, notified_at=None)
+    ids = list(waiting.order_by("created_at", "id").values_list("pk", flat=True)[:limit])
+    if not ids:
+        return []
+    waiting.filter(pk__in=ids).update(notified_at=now)
+    return list(
+        InputRequest.objects.filter(pk__in=ids, notified_at=now)
+        .select_related("task__snapshot")
+        .order_by("created_at", "id")
+    )
+
+
+def release(task_id: str) -> bool:
+    """The worker stops waiting. True when every question was answered meanwhile (go on);
+    False: the task is let go and a new job resumes it once everything is answered."""
+    with transaction.atomic():
+        task = locked(task_id)
+        if not task.input_requests.filter(status=InputRequestStatus.PENDING).exists():
+            return True
+        touch(task, waiting_worker="")
+    return False
+
+
+def claim_relay(task_id: str, key: str) -> bool:
+    """Reserve a waiting question for one stream to send (a 2025-11-25 session has a
+    ``tasks/result`` stream and a GET stream; the client should be asked once)."""
+    claimed = InputRequest.objects.filter(
+        task_id=task_id, key=key, status=InputRequestStatus.PENDING, relayed_at__isnull=True
+    ).update(relayed_at=timezone.now())
+    return bool(claimed)
+
+
+def release_relay(task_id: str, key: str) -> None:
+    """The stream that sent the question ended without an answer: another may send it."""
+    InputRequest.objects.filter(task_id=task_id, key=key, status=InputRequestStatus.PENDING).update(
+        relayed_at=None
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Any:
+    """A checked JSON Schema validator for a question's ``requestedSchema`` (built once)."""
+    import jsonschema  # type: ignore[import-untyped]
+
+    schema = json.loads(schema_json)
+    validator_class = jsonschema.validators.validator_for(schema)
+    validator_class.check_schema(schema)
+    return validator_class(schema, format_checker=jsonschema.FormatChecker())
+
+
+def validate_answer(request: InputRequest, response: Any) -> dict[str, Any]:
+    """Check an answer against its question; raises :class:`InvalidAnswer`."""
+    import jsonschema
+
+    if not isinstance(response, dict):
+        raise InvalidAnswer("an answer must be a JSON object")
+    if request.method == "elicitation/create":
+        action = response.get("action")
+        if action not in ("accept", "decline", "cancel"):
+            raise InvalidAnswer("action must be 'accept', 'decline' or 'cancel'")
+        if action != "accept":
+            return {"action": action}
+        content = response.get("content") or {}
+        schema = request.params.get("requestedSchema") or {"type": "object"}
+        error = jsonschema.exceptions.best_match(
+            _validator(_canonical(schema)).iter_errors(content)
+        )
+        if error is not None:
+            where = ".".join(str(p) for p in error.absolute_path)
+            raise InvalidAnswer(f"{where + ': ' if where else ''}{error.message}")
+        return {"action": "accept", "content": content}
+    if request.method == "sampling/createMessage":
+        import mcp_types as types
+
+        try:
+            types.CreateMessageResult.model_validate(response)
+        except Exception as exc:
+            raise InvalidAnswer(f"not a sampling result: {exc}") from None
+        return response
+    if request.method == "roots/list" and not isinstance(response.get("roots"), list):
+        raise InvalidAnswer("a roots answer needs a 'roots' list")
+    return response
+
+
+def _after_answer(
+    task: Task, *, others_pending: bool | None = None, answered: InputRequest | None = None
+) -> None:
+    """The task's questions changed (``others_pending``: whether questions still wait, when
+    the caller knows it; ``answered``: the question just answered, if that was the change)."""
+    if others_pending is None:
+        others_pending = task.input_requests.filter(status=InputRequestStatus.PENDING).exists()
+    if others_pending:
+        touch(task)
+        publish_on_commit(task)
+        return
+    status_changed(task.id, task.status, TaskStatus.WORKING)
+    if task.waiting_worker:
+        # A worker holds the task in its hold window: wake it, it goes on.
+        touch(task, status=TaskStatus.WORKING, status_message="Answered")
+        answers = None
+        if answered is not None and answered.response is not None:
+            answers = {answered.key: answered.response}
+        publish_on_commit(task, wake=True, answers=answers)
+        return
+    touch(
+        task,
+        status=TaskStatus.WORKING,
+        status_message="Answered; resuming",
+        runs=task.runs + 1,
+        heartbeat_at=None,
+    )
+    publish_on_commit(task)
+    transaction.on_commit(lambda: queue.enqueue(task))
+
+
+def answer(
+    task_id: str,
+    key: str,
+    response: Any,
+    *,
+    principal_scope: str | None,
+    answered_by: str,
+    user: Any = None,
+    not_found_raises: bool = False,
+) -> bool:
+    """The one answer path (clients, legacy replies, the admin).
+
+    ``principal_scope`` None means staff acting in the admin. Returns False when the task
+    is not the principal's, has ended, or the question is not waiting (first answer
+    wins); with ``not_found_raises``, a task that is unknown, expired or someone else's
+    raises :class:`TaskNotFound` instead. Raises :class:`InvalidAnswer` when the answer
+    does not fit the question.
+    """
+    with transaction.atomic():
+        task = rows.locked_task(task_id, principal_scope)
+        if not_found_raises and (task is None or expired(task)):
+            raise TaskNotFound(task_id)
+        if task is None or task.is_terminal:
+            return False
+        # The task's row lock serialises every change of its questions: one read finds the
+        # question and whether others still wait.
+        waiting = list(
+            task.input_requests.filter(Q(key=key) | Q(status=InputRequestStatus.PENDING))
+        )
+        request = next((r for r in waiting if r.key == key), None)
+        if request is None or request.status != InputRequestStatus.PENDING:
+            return False
+        request.response = validate_answer(request, response)
+        request.status = InputRequestStatus.ANSWERED
+        request.answered_by = answered_by[:255]
+        request.answered_by_user = user if getattr(user, "pk", None) else None
+        request.answered_at = timezone.now()
+        request.save(
+            update_fields=["response", "status", "answered_by", "answered_by_user", "answered_at"]
+        )
+        admin_events.announce_on_commit(task_id, "question_answered")
+        signals.send_on_commit(
+            signals.question_answered,
+            task_id=task_id,
+            question=request,
+            answered_by=request.answered_by,
+            user=request.answered_by_user,
+        )
+        _after_answer(task, others_pending=len(waiting) > 1, answered=request)
+    return True
+
+
+def expire_questions() -> int:
+    """Questions past ``INPUT_TIMEOUT`` are closed; the tool sees a cancellation."""
+    count = 0
+    for request in InputRequest.objects.filter(
+        status=InputRequestStatus.PENDING, expires_at__lte=timezone.now()
+    ):
+        with transaction.atomic():
+            task = locked(request.task_id)
+            updated = InputRequest.objects.filter(
+                pk=request.pk, status=InputRequestStatus.PENDING
+            ).update(status=InputRequestStatus.EXPIRED, answered_at=timezone.now())
+            if updated and not task.is_terminal:
+                _after_answer(task)
+                count += 1
+    return count

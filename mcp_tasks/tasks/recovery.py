@@ -1,0 +1,122 @@
+"""Tasks whose worker died or whose job was lost, tasks no worker serves, expired rows:
+noticed by reads (``tasks/get``) and by the workers' housekeeping."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..conf import get_config
+from ..jsonrpc import INTERNAL_ERROR
+from ..models import (
+    Task,
+    TaskStatus,
+)
+from . import queue
+from .changes import fail, locked, publish_change, touch
+
+logger = logging.getLogger("mcp_tasks.tasks")
+
+
+def check_liveness(task: Task) -> bool:
+    """Fail a task whose worker stopped beating, re-queue one whose job vanished, and make
+    one that no worker serves say so.
+
+    Returns True when the task changed.
+    """
+    if not may_be_lost(task):
+        return False
+    if task.heartbeat_at is not None:
+        lost_after = get_config()["TASK_LOST_AFTER"]
+        return fail(
+            task.id,
+            {
+                "code": INTERNAL_ERROR,
+                "message": "The worker running this task stopped unexpectedly",
+            },
+            f"The worker running this task stopped unexpectedly (no heartbeat for {lost_after:g}s)",
+        )
+    if not queue.job_exists(task):
+        return requeue_lost(task.id)
+    return _note_unserved(task)
+
+
+def _note_unserved(task: Task) -> bool:
+    """A task queued for a while whose queue no worker serves says so (its status message,
+    once, and the log). True when it changed."""
+    if task.waiting_for or queue.live_workers(task.queue) > 0:
+        return False  # it waits for its limit, its retry, or its turn
+    message = (
+        f"Not started: no task worker is running for queue {task.queue!r} (start "
+        f"`python manage.py rqworker {task.queue}` with RQ['WORKER_CLASS'] = "
+        "'mcp_tasks.tasks.worker.TaskWorker')"
+    )
+    if task.status_message == message:
+        return False
+    changed = Task.objects.filter(pk=task.id, status=TaskStatus.WORKING, heartbeat_at=None).update(
+        status_message=message, updated_at=timezone.now()
+    )
+    if changed:
+        logger.warning("task %s (%s): %s", task.id, task.tool_name, message)
+        publish_change(task, TaskStatus.WORKING)
+    return bool(changed)
+
+
+def unserved_queues() -> list[str]:
+    """The queues that have tasks waiting to start and no worker alive to start them."""
+    waiting = Task.objects.filter(status=TaskStatus.WORKING, heartbeat_at=None)
+    names = sorted(set(waiting.values_list("queue", flat=True)))
+    return [name for name in names if queue.live_workers(name) == 0]
+
+
+def may_be_lost(task: Task) -> bool:
+    """A working task whose worker stopped beating, or queued (never started this run) for
+    so long that its job may be lost (:func:`check_liveness` looks). Reads nothing."""
+    if task.status != TaskStatus.WORKING:
+        return False
+    config = get_config()
+    if task.heartbeat_at is not None:
+        silent = timezone.now() - task.heartbeat_at
+        return silent > timedelta(seconds=config["TASK_LOST_AFTER"])
+    waited = timezone.now() - task.updated_at
+    return waited > timedelta(seconds=config["TASK_REQUEUE_AFTER"])
+
+
+def _job_lost(task: Task) -> bool:
+    """Queued (never started this run) for too long, and rq no longer knows the job."""
+    return task.heartbeat_at is None and may_be_lost(task) and not queue.job_exists(task)
+
+
+def requeue_lost(task_id: str) -> bool:
+    """Queue a new job for a task whose job was lost (Redis restarted without persistence).
+
+    Checked again under the row lock, so two processes noticing the loss at once queue
+    one job, not two.
+    """
+    with transaction.atomic():
+        task = locked(task_id)
+        if task.is_terminal or not _job_lost(task):
+            return False
+        touch(task, runs=task.runs + 1, heartbeat_at=None)
+        transaction.on_commit(lambda: queue.enqueue(task))
+    return True
+
+
+def recover_stalled() -> int:
+    """Check every unfinished task; returns how many changed."""
+    changed = 0
+    for task in Task.objects.filter(status=TaskStatus.WORKING):
+        try:
+            changed += check_liveness(task)
+        except Exception:
+            logger.exception("liveness check of task %s failed", task.id)
+    return changed
+
+
+def purge_expired() -> int:
+    """Delete tasks past their TTL (with their snapshots, logs and questions)."""
+    _, per_model = Task.objects.filter(expires_at__lte=timezone.now()).delete()
+    return per_model.get(Task._meta.label, 0)
