@@ -1,6 +1,8 @@
 """Smoke tests of the benchmark driver (``tests/benchmarks/compare.py``): its quick modes
 start the servers, measure and print a complete table. They never assert on times (CI
-machines vary); the real runs are ``compare.py`` without ``--quick``."""
+machines vary); the real runs are ``compare.py`` without ``--quick``. They carry the
+``benchmark`` marker: the drivers start their own servers whatever the leg, so CI runs them
+once, on the PostgreSQL leg (``noxfile.py``)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from tests.conftest import ROOT
 
 COMPARE = ROOT / "tests" / "benchmarks" / "compare.py"
 TIMEOUT = 300
+
+pytestmark = pytest.mark.benchmark
 
 
 def run_compare(*args: str) -> str:
