@@ -6,7 +6,6 @@ Every message has a stable id (``mcp_tasks.E001`` …) and a hint that says what
 from __future__ import annotations
 
 import difflib
-import importlib.util
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,6 +14,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning as CheckWarning, register
 from django.utils.module_loading import import_string
 
+from . import worker_checks
 from .conf import DEFAULTS, get_config
 from .oauth_checks import check_oauth
 from .worker_checks import check_workers
@@ -55,13 +55,6 @@ def check_mcp_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
         messages += check_workers()
     messages += _check_database_connections()
     return messages
-
-
-def _module_available(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 # -- E001, E013, E014: an ASGI server and application ----------------------------------------------------
@@ -115,7 +108,7 @@ def _check_asgi_server() -> list[CheckMessage]:
 
 
 def _check_channels() -> list[CheckMessage]:
-    if _module_available("channels"):
+    if worker_checks.module_available("channels"):
         return []
     return [
         Error(

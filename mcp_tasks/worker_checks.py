@@ -41,7 +41,8 @@ def check_workers() -> list[CheckMessage]:
     return messages
 
 
-def _module_available(name: str) -> bool:
+def module_available(name: str) -> bool:
+    """Whether ``name`` can be imported (without importing it)."""
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
@@ -94,7 +95,7 @@ _EMBEDDED_MODULES = {"fakeredis": "fakeredis", "lupa": "lupa (fakeredis[lua])"}
 
 
 def _check_embedded_packages() -> list[CheckMessage]:
-    missing = [label for name, label in _EMBEDDED_MODULES.items() if not _module_available(name)]
+    missing = [label for name, label in _EMBEDDED_MODULES.items() if not module_available(name)]
     if not missing:
         return []
     return [

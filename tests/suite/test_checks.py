@@ -110,9 +110,9 @@ def test_unset_asgi_application_is_e014() -> None:
 
 
 def test_missing_channels_package_is_e002() -> None:
-    real = checks._module_available
+    real = worker_checks.module_available
     with mock.patch.object(
-        checks, "_module_available", lambda name: name != "channels" and real(name)
+        worker_checks, "module_available", lambda name: name != "channels" and real(name)
     ):
         messages = run()
     assert [m.id for m in messages] == ["mcp_tasks.E002"]
@@ -517,10 +517,10 @@ def test_the_embedded_worker_needs_no_worker_class() -> None:
 
 @pytest.mark.parametrize("module", ["fakeredis", "lupa"])
 def test_embedded_worker_without_its_packages_is_e011(module: str) -> None:
-    real = worker_checks._module_available
+    real = worker_checks.module_available
     with (
         mock.patch.object(
-            worker_checks, "_module_available", lambda name: name != module and real(name)
+            worker_checks, "module_available", lambda name: name != module and real(name)
         ),
         override_settings(MCP_TASKS={"EMBEDDED_WORKER": True}),
     ):
@@ -531,10 +531,10 @@ def test_embedded_worker_without_its_packages_is_e011(module: str) -> None:
 
 
 def test_missing_embedded_packages_pass_outside_embedded_mode() -> None:
-    real = worker_checks._module_available
+    real = worker_checks.module_available
     with mock.patch.object(
         worker_checks,
-        "_module_available",
+        "module_available",
         lambda name: name not in ("fakeredis", "lupa") and real(name),
     ):
         assert run() == []
