@@ -185,15 +185,16 @@ class TaskMethods:
     async def get(
         self, server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
     ) -> dict[str, Any]:
-        """The detailed task. A ``working`` task is answered at its next change, or after
-        ``TASK_GET_HOLD`` seconds: the client hears of a result at once, not at its next
-        poll."""
+        """The detailed task. A ``working`` task is answered at its next change (a result,
+        a question, progress: anything that moves ``lastUpdatedAt``), or after
+        ``TASK_GET_HOLD`` seconds: the client hears of it at once, not at its next poll."""
         require_tasks_capability(info)
         task_id = task_id_of(params)
         hold = float(get_config()["TASK_GET_HOLD"])
         if hold > 0:
             await sink.watch_task(task_id)  # before the read: no change after it is missed
         task = await self._owned(task_id, info.principal)
+        seen = task.updated_at
         deadline = time.monotonic() + hold
         while task.status == "working" and (remaining := deadline - time.monotonic()) > 0:
             final = await sink.wait_for_task(task_id, remaining)
@@ -203,6 +204,8 @@ class TaskMethods:
                 if final
                 else await self._owned(task_id, info.principal)
             )
+            if task.updated_at != seen:
+                break  # it changed (a wake-up of another task of its group changes nothing)
         return await self._detailed(task)
 
     async def update(

@@ -828,3 +828,36 @@ def test_a_question_and_its_answer_cost_a_bounded_number_of_queries(
             task.id, "ok", answer, principal_scope="client:client-alice:alice", answered_by="client"
         )
     assert service.answers_of(task.id, ["ok", "other"]) == [answer, None]
+
+
+# -- a held tasks/get ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(MCP_TASKS={"EMBEDDED_WORKER": True, "TASK_GET_HOLD": 30})
+async def test_a_held_tasks_get_answers_at_the_first_change_progress_included(
+    orm_thread_closed: None,
+) -> None:
+    from mcp_tasks.db import db
+    from mcp_tasks.protocol.task_methods import TaskMethods
+    from mcp_tasks.server import mcp
+    from mcp_tasks.tasks.engine import Engine
+    from tests.protocol_fixtures import FakeSink, modern_info
+
+    task = await db(new_task)(access_token=None, principal_scope="anonymous")
+
+    class ProgressSink(FakeSink):
+        """Each wait hears of a change: the first is the tool's progress."""
+
+        waits = 0
+
+        async def wait_for_task(self, task_id: str, timeout: float) -> None:
+            self.waits += 1
+            if self.waits == 1:
+                await db(service.report_progress)(task_id, 1, 3, "one of three")
+
+    sink = ProgressSink()
+    info = modern_info(capabilities={"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    held = await TaskMethods(Engine()).get(mcp, info, sink, {"taskId": task.id})
+    assert held["status"] == "working" and held["statusMessage"] == "one of three"
+    assert sink.waits == 1  # answered at that change, not at the hold's end
