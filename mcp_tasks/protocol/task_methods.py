@@ -205,7 +205,7 @@ class TaskMethods:
                 else await self._owned(task_id, info.principal)
             )
             if task.updated_at != seen:
-                break  # it changed (a wake-up of another task of its group changes nothing)
+                break  # a wake-up that brought nothing new (read already) waits on
         return await self._detailed(task)
 
     async def update(
