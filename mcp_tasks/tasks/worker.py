@@ -292,7 +292,7 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         what ended meanwhile is settled with the next job's start, else after such a wait;
         once none runs, it is settled and the full wait follows (a worker running jobs is
         not idle: ``max_idle_time`` counts from then)."""
-        while self._running and timeout is not None:
+        while self._running and timeout is not None and not self._stop_requested:
             started = self._dequeue(timeout, FORGET_WITHIN)
             if started:
                 return started

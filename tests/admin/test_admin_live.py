@@ -256,13 +256,15 @@ async def listener() -> tuple[Any, str]:
 
 async def test_with_no_page_open_nothing_is_published_for_the_live_admin() -> None:
     layer, channel = await listener()
+    # One receive throughout: channels_redis's pub/sub layer drops a channel whose receive is
+    # cancelled, and what is published before the next receive subscribes again is lost.
+    receiving = asyncio.ensure_future(layer.receive(channel))
     await db(new_task)()
-    with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.3):
-            await layer.receive(channel)
+    done, _ = await asyncio.wait({receiving}, timeout=0.3)
+    assert not done, receiving.result()
     await sync_to_async(admin_watchers.mark_open)()  # a page opened (in this process)
     task = await db(new_task)()
-    message = await asyncio.wait_for(layer.receive(channel), TIMEOUT)
+    message = await asyncio.wait_for(receiving, TIMEOUT)
     assert message["event"] == "task_created" and message["task_id"] == task.id
 
 
