@@ -55,7 +55,7 @@ def _with_database(url: str, name: str) -> str:
 
 
 #: Run again with ``ALLOW_ANONYMOUS`` off, every client signing in with a bearer token
-#: (``tests/live.py``: ``MCP_TASKS_TEST_ANONYMOUS``): the modules that drive real clients.
+#: (``tests/support/live.py``: ``MCP_TASKS_TEST_ANONYMOUS``): the modules that drive real clients.
 SIGNED_IN_MODULES = [
     "tests/clients/test_modern.py",  # mcp SDK 2.x, both eras
     "tests/clients/test_legacy.py",

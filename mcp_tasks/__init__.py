@@ -8,12 +8,12 @@ Public API::
 from __future__ import annotations
 
 from .auth import AccessToken
-from .context import Context
-from .elicitation import AcceptedElicitation, CancelledElicitation, DeclinedElicitation
+from .authoring.context import Context
+from .authoring.elicitation import AcceptedElicitation, CancelledElicitation, DeclinedElicitation
+from .authoring.inputs import ElicitInput, RootsInput, SampleInput
+from .authoring.registry import MCPServer, TaskConfig, mcp
+from .authoring.retries import Retry, RetryTask
 from .exceptions import ClientCapabilityError, ProtocolError, ToolError
-from .inputs import ElicitInput, RootsInput, SampleInput
-from .retries import Retry, RetryTask
-from .server import MCPServer, TaskConfig, mcp
 
 __version__ = "0.1.0"
 

@@ -13,11 +13,15 @@ class McpTasksConfig(AppConfig):
         from . import checks, conf  # noqa: F401  (importing checks registers them)
 
         setting_changed.connect(conf.reset_config, dispatch_uid="mcp_tasks.conf.reset_config")
-        from .tasks import admin_watchers, question_mail
+        from .tasks import announcements, question_mail
 
         question_mail.connect()
         setting_changed.connect(question_mail.connect, dispatch_uid="mcp_tasks.notifications")
-        setting_changed.connect(admin_watchers.forget, dispatch_uid="mcp_tasks.admin_watchers")
+        if apps.is_installed("django.contrib.admin"):  # the live admin hears the service
+            from .admin import events, watchers
+
+            announcements.install(events)
+            setting_changed.connect(watchers.forget, dispatch_uid="mcp_tasks.admin.watchers")
         if apps.is_installed("django_rq"):
             from .tasks.loop_redis import forget_clients_on_change
             from .tasks.queue import forget_queues

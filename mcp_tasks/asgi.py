@@ -12,7 +12,7 @@ from django.apps import apps
 from django.conf import settings
 
 from .conf import get_config
-from .gc_freeze import freeze_startup_objects
+from .core.gc_freeze import freeze_startup_objects
 
 ASGIApp = Any
 
@@ -72,7 +72,7 @@ def admin_live_application() -> ASGIApp | None:
     from channels.security.websocket import AllowedHostsOriginValidator
     from django.urls import path as route
 
-    from .admin_live import AdminLiveConsumer
+    from .admin.live import AdminLiveConsumer
 
     routes = [route(live_path.lstrip("/"), AdminLiveConsumer.as_asgi())]
     return AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(routes)))
@@ -83,7 +83,7 @@ def _has_cookie(scope: dict[str, Any], prefix: bytes) -> bool:
 
 
 def _task_queues() -> list[str]:
-    from .server import mcp
+    from .authoring.registry import mcp
 
     queues = {get_config()["TASK_QUEUE"]}
     queues.update(tool.task.queue for tool in mcp.tools.values() if tool.task.queue)

@@ -31,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_REQUESTS_IN_PROGRESS": 1000,
     # Seconds a new connection may wait in the kernel's accept queue before the server takes
     # it; past it, HTTP 503 with Retry-After at once, without running the application. Read by
-    # the uvicorn protocols of mcp_tasks.transport.uvicorn_http (README "Production"), Linux
+    # the uvicorn protocols of mcp_tasks.contrib.uvicorn_http (README "Production"), Linux
     # only. None: no limit.
     "MAX_ACCEPT_WAIT": 1.0,
     # Dotted path to a callable ``(token: str) -> AccessToken | None`` (sync or async)
@@ -55,10 +55,10 @@ DEFAULTS: dict[str, Any] = {
     "SCOPES_SUPPORTED": None,
     # How clients may send the bearer token (only the Authorization header is read).
     "BEARER_METHODS_SUPPORTED": ["header"],
-    # Seconds the ready verifiers (mcp_tasks.verifiers.dot / .jwks) remember a verified
+    # Seconds the ready verifiers (mcp_tasks.auth.verifiers.dot / .jwks) remember a verified
     # token (0: verify every request). A revoked token is refused after at most this long.
     "TOKEN_CACHE_TTL": 10.0,
-    # mcp_tasks.verifiers.jwks: the issuer (``iss``), its JWKS URL and accepted algorithms.
+    # mcp_tasks.auth.verifiers.jwks: the issuer (``iss``), its JWKS URL and accepted algorithms.
     "JWT_ISSUER": None,
     "JWT_JWKS_URL": None,
     "JWT_ALGORITHMS": ["RS256", "ES256"],

@@ -9,8 +9,8 @@ import functools
 
 from django.apps import apps
 
+from .authoring.registry import mcp
 from .protocol import Dispatcher
-from .server import mcp
 from .tasks.engine import Engine
 
 

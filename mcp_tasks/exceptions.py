@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .jsonrpc import error_object
+from .core.jsonrpc import error_object
 
 
 class ToolError(Exception):

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from .auth import Principal
 from .conf import get_config
-from .db import db
+from .core.db import db
 from .models import LegacySession
 
 #: Don't write ``last_seen_at`` more often than this.

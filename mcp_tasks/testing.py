@@ -34,8 +34,8 @@ from django.http.request import validate_host
 from django.utils.module_loading import import_string
 
 from . import __version__
-from .background import drain
 from .conf import get_config
+from .core.background import drain
 from .protocol.constants import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,

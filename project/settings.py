@@ -147,7 +147,7 @@ MCP_TASKS: dict[str, Any] = {
     "ALLOWED_ORIGINS": _env_list("MCP_ALLOWED_ORIGINS"),
     "EMBEDDED_WORKER": not REDIS_URL,
     # Sign-in: tokens issued by django-oauth-toolkit below; its issuer is this origin.
-    "TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify",
+    "TOKEN_VERIFIER": "mcp_tasks.auth.verifiers.dot.verify",
     "AUTHORIZATION_SERVERS": ["/"],
     # MCP_ALLOW_ANONYMOUS=0: every client must sign in (401 with the metadata's URL).
     "ALLOW_ANONYMOUS": os.environ.get("MCP_ALLOW_ANONYMOUS", "1") != "0",

@@ -37,7 +37,11 @@ import pytest
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parent.parent
-pytest_plugins = ["tests.worker_fixtures", "tests.legacy_client_fixtures", "tests.browser"]
+pytest_plugins = [
+    "tests.support.worker_fixtures",
+    "tests.support.legacy_client_fixtures",
+    "tests.support.browser",
+]
 
 CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
@@ -80,12 +84,12 @@ def _with_database(url: str, name: str) -> str:
 
 @pytest.fixture
 async def orm_thread_closed() -> AsyncIterator[None]:
-    """For async tests whose code reaches the ORM through ``mcp_tasks.db.db``: close the
+    """For async tests whose code reaches the ORM through ``mcp_tasks.core.db.db``: close the
     ORM thread's connection afterwards, so the test database can be dropped at the end."""
     yield
     from django.db import connections
 
-    from mcp_tasks.db import db
+    from mcp_tasks.core.db import db
 
     await db(connections.close_all)()
 
@@ -320,7 +324,7 @@ def asgi_server_name() -> str:
 
 def _server_command(name: str, fd: str) -> list[str]:
     if name == "uvicorn":
-        return [sys.executable, "-m", "tests.uvicorn_fd", fd]
+        return [sys.executable, "-m", "tests.support.uvicorn_fd", fd]
     return [sys.executable, "-m", "daphne", "--fd", fd, "-v", "1", "project.asgi:application"]
 
 
@@ -378,7 +382,7 @@ def asgi_server(
     server=None)``.
 
     - ``env``: extra environment variables for the server (they win over the others, e.g.
-      ``{"DJANGO_SETTINGS_MODULE": "tests.live_settings"}``);
+      ``{"DJANGO_SETTINGS_MODULE": "tests.support.live_settings"}``);
     - ``redis=True``: use the test run's Redis (channel layer, queue) with the run's key
       prefix, so several servers share it (skips, or fails on CI, without Redis);
     - ``database_url``: share an already migrated database (e.g. ``other.database_url``);
@@ -433,7 +437,7 @@ def live_server_url(asgi_server: AsgiServerFactory) -> str:
 @pytest.fixture
 def show_server_output(request: pytest.FixtureRequest, server: LiveServer) -> None:
     """Show the module's ``server`` output in the report when the test fails."""
-    from tests.live import attach_server_output  # tests.live imports this module
+    from tests.support.live import attach_server_output  # tests.support.live imports this module
 
     attach_server_output(request, server)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..jsonrpc import (
+from ..core.jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
     INVALID_REQUEST,

@@ -19,9 +19,9 @@ from typing import Any, NoReturn
 
 from .. import jsontext
 from ..auth import Principal
+from ..authoring.registry import MCPServer
 from ..conf import get_config
-from ..exceptions import ProtocolError
-from ..jsonrpc import (
+from ..core.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -32,7 +32,7 @@ from ..jsonrpc import (
     notification,
     result_response,
 )
-from ..server import MCPServer
+from ..exceptions import ProtocolError
 from .constants import LEGACY_VERSIONS, META_SERVER_INFO
 from .envelope import check_modern_envelope
 from .handlers import scope_challenge, server_info

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..context import LOG_LEVELS
+from ..authoring.context import LOG_LEVELS
+from ..core.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION
 from ..exceptions import ProtocolError
-from ..jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION
 from .constants import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,

@@ -21,10 +21,18 @@ import mcp_types as types
 from pydantic import BaseModel, ValidationError
 
 from ..auth import Principal
+from ..auth.permissions import Access, allowed, missing_scopes, visible
+from ..authoring.context import LOG_LEVELS
+from ..authoring.registry import MCPServer, PromptSpec, ResourceSpec, ToolSpec
+from ..authoring.tool_call import (
+    describe_validation_error,
+    error_result,
+    invoke,
+    run_tool,
+    validate_arguments,
+)
 from ..conf import get_config
-from ..context import LOG_LEVELS
-from ..exceptions import InputRequired, ProtocolError
-from ..jsonrpc import (
+from ..core.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
@@ -32,15 +40,7 @@ from ..jsonrpc import (
     RESOURCE_NOT_FOUND,
     wire_dict,
 )
-from ..permissions import Access, allowed, missing_scopes, visible
-from ..server import MCPServer, PromptSpec, ResourceSpec, ToolSpec
-from ..tool_call import (
-    describe_validation_error,
-    error_result,
-    invoke,
-    run_tool,
-    validate_arguments,
-)
+from ..exceptions import InputRequired, ProtocolError
 from .constants import LEGACY_TASKS_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS, TASKS_EXTENSION
 from .envelope import check_param_headers
 from .request import RequestInfo, Sink

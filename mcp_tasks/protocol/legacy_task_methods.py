@@ -13,10 +13,10 @@ from typing import Any
 
 from django.core import signing
 
+from ..authoring.registry import MCPServer
+from ..core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, error_object
+from ..core.task_contract import InvalidAnswer, TaskNotFound
 from ..exceptions import ProtocolError, ToolError
-from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, error_object
-from ..server import MCPServer
-from ..task_contract import InvalidAnswer, TaskNotFound
 from .constants import LEGACY_TASKS_VERSION
 from .ports import QuestionView, TaskEngine, TaskView
 from .request import RequestInfo, Sink

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..jsonrpc import Message, notification
+from ..core.jsonrpc import Message, notification
 from .task_shapes import related
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from ..task_contract import NewTask
+from ..core.task_contract import NewTask
 
 
 class TaskView(Protocol):
@@ -54,7 +54,7 @@ class TaskEngine(Protocol):
     """Tasks for the wire handlers; every read and change is scoped to a principal.
 
     Lookups of a task that is unknown, expired or someone else's raise
-    :class:`~mcp_tasks.task_contract.TaskNotFound`.
+    :class:`~mcp_tasks.core.task_contract.TaskNotFound`.
     """
 
     async def create(self, new: NewTask) -> TaskView:
@@ -80,7 +80,7 @@ class TaskEngine(Protocol):
     ) -> bool:
         """The one answer path: False when the question no longer waits (the first answer
         wins). ``strict``: a task that is not found raises. Raises
-        :class:`~mcp_tasks.task_contract.InvalidAnswer` when it does not fit."""
+        :class:`~mcp_tasks.core.task_contract.InvalidAnswer` when it does not fit."""
         ...
 
     async def cancel(self, task_id: str, principal_scope: str) -> TaskView: ...

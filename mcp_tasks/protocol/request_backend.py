@@ -12,10 +12,10 @@ import json
 import logging
 from typing import Any
 
-from ..context import Context, level_allows
+from ..authoring.context import Context, level_allows
+from ..authoring.inputs import Question
+from ..core.jsonrpc import INVALID_PARAMS
 from ..exceptions import InputRequired, ProtocolError
-from ..inputs import Question
-from ..jsonrpc import INVALID_PARAMS
 from . import request_state
 from .notices import log_params, progress_params
 from .request import RequestInfo, Sink

@@ -15,8 +15,8 @@ from typing import Any
 from django.core import signing
 
 from ..conf import get_config
+from ..core.jsonrpc import INVALID_PARAMS
 from ..exceptions import ProtocolError
-from ..jsonrpc import INVALID_PARAMS
 
 _SALT = "mcp_tasks.request_state"
 

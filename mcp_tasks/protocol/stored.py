@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import jsontext
+from ..core.jsonrpc import INVALID_PARAMS
 from ..exceptions import ProtocolError
-from ..jsonrpc import INVALID_PARAMS
 
 
 def nul_error(field: str, path: jsontext.Path = ()) -> ProtocolError:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.jsonrpc import INVALID_PARAMS, Message, notification
 from ..exceptions import ProtocolError
-from ..jsonrpc import INVALID_PARAMS, Message, notification
 from .constants import META_SUBSCRIPTION_ID
 from .request import RequestInfo
 from .task_methods import TaskMethods, require_tasks_capability

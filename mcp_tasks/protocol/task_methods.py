@@ -15,17 +15,17 @@ from typing import Any
 
 from .. import jsontext
 from ..auth import Principal
+from ..authoring.registry import MCPServer, ToolSpec
+from ..authoring.tool_call import invoke
 from ..conf import get_config
-from ..exceptions import InputRequired, ProtocolError
-from ..jsonrpc import (
+from ..core.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     MISSING_CLIENT_CAPABILITY,
     TASK_QUOTA_EXCEEDED,
 )
-from ..server import MCPServer, ToolSpec
-from ..task_contract import InvalidAnswer, NewTask, QuotaExceeded, TaskNotFound
-from ..tool_call import invoke
+from ..core.task_contract import InvalidAnswer, NewTask, QuotaExceeded, TaskNotFound
+from ..exceptions import InputRequired, ProtocolError
 from .constants import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, TASKS_EXTENSION
 from .ports import TaskEngine, TaskView
 from .request import RequestInfo, Sink

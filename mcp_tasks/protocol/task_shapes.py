@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ..core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, error_object
 from ..exceptions import ProtocolError
-from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, error_object
 from .constants import META_RELATED_TASK
 from .ports import QuestionView, TaskView
 from .stored import is_lookup_key

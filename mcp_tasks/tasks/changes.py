@@ -11,8 +11,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from .. import background, jsontext, signals
-from ..db import db
+from .. import jsontext, signals
+from ..core import background
+from ..core.db import db
 from ..models import (
     TERMINAL_STATUSES,
     InputRequestStatus,
@@ -21,7 +22,7 @@ from ..models import (
     TaskStatus,
     WaitingFor,
 )
-from . import admin_events, notify, rows
+from . import announcements, notify, rows
 from .loop_database import LoopDatabase
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -58,7 +59,7 @@ def status_changed(task_id: str, old: str, new: str) -> None:
     (nothing when it did not change)."""
     if old == new:
         return
-    admin_events.announce_on_commit(task_id, "task_status_changed")
+    announcements.announce_on_commit(task_id, "task_status_changed")
     signals.send_on_commit(
         signals.task_status_changed, task_id=task_id, old_status=str(old), new_status=str(new)
     )
@@ -94,7 +95,7 @@ def add_log(task_id: str, level: str, logger_name: str | None, data: Any) -> Non
     TaskLogEntry.objects.create(
         task_id=task_id, level=level, logger_name=logger_name or "", data=data
     )
-    admin_events.announce_on_commit(task_id, "task_logged")  # the task's open admin page shows it
+    announcements.announce_on_commit(task_id, "task_logged")  # the task's open admin page shows it
 
 
 def finish(
@@ -161,7 +162,7 @@ async def acomplete(database: LoopDatabase, task: Task, result: dict[str, Any]) 
     if (
         signals.listened(signals.task_status_changed)
         or signals.listened(signals.task_finished)
-        or admin_events.may_announce()
+        or announcements.may_announce()
     ):
         await db(status_changed)(task.id, TaskStatus.WORKING, TaskStatus.COMPLETED)
     return True

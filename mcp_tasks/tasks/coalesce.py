@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
-from ..db import db
+from ..core.db import db
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -50,7 +50,7 @@ _in_database_thread = db(_apply)
 async def database_hop(
     run_all: Callable[[list[T]], list[Outcome]], items: list[T]
 ) -> list[Outcome]:
-    """The :data:`Hop` to Django's thread for sync code, with :func:`~mcp_tasks.db.db`'s
+    """The :data:`Hop` to Django's thread for sync code, with :func:`~mcp_tasks.core.db.db`'s
     connection hygiene once per batch."""
     return await _in_database_thread(run_all, items)
 

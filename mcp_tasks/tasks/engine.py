@@ -1,7 +1,7 @@
 """The task engine as the wire handlers use it (:class:`mcp_tasks.protocol.ports.TaskEngine`).
 
 Async methods over :mod:`.service`: reads on PostgreSQL go from the event loop, the rest
-runs in Django's thread (:func:`mcp_tasks.db.db`). The protocol layer never imports this
+runs in Django's thread (:func:`mcp_tasks.core.db.db`). The protocol layer never imports this
 module; :mod:`mcp_tasks.endpoint` hands it an :class:`Engine`.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..db import db
+from ..core.db import db
+from ..core.task_contract import NewTask
 from ..models import InputRequest, Task
-from ..task_contract import NewTask
 from . import service
 
 

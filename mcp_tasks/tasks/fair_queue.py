@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from rq.job import Job
 
+from ..authoring.registry import mcp
 from ..conf import get_config
-from ..server import mcp
 
 if TYPE_CHECKING:
     from ..models import Task

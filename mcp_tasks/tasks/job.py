@@ -18,20 +18,21 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from .. import background, groups, sessions
+from .. import sessions
 from ..auth import AccessToken
+from ..auth.permissions import allowed_now
+from ..authoring.context import Context, level_allows
+from ..authoring.inputs import Question
+from ..authoring.lifespan import lifespan_context
+from ..authoring.registry import MCPServer, ToolSpec, mcp
+from ..authoring.retries import DEFAULT_RETRY, Retry, RetryTask
+from ..authoring.tool_call import error_result, failure_result, run_tool, validate_arguments
 from ..conf import get_config
-from ..context import Context, level_allows
-from ..db import db
+from ..core import background, groups
+from ..core.db import db
+from ..core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, notification
 from ..exceptions import ProtocolError, ToolError
-from ..inputs import Question
-from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, notification
-from ..lifespan import lifespan_context
 from ..models import Task, TaskSnapshot
-from ..permissions import allowed_now
-from ..retries import DEFAULT_RETRY, Retry, RetryTask
-from ..server import MCPServer, ToolSpec, mcp
-from ..tool_call import error_result, failure_result, run_tool, validate_arguments
 from . import crypto, notify, service
 from .runtime import JobSlot, Runtime, TaskWatch, runtime_for_loop
 

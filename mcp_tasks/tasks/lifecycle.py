@@ -14,9 +14,11 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from .. import jsontext, signals
+from ..authoring.registry import mcp
 from ..conf import get_config
-from ..db import db
-from ..jsonrpc import INTERNAL_ERROR
+from ..core.db import db
+from ..core.jsonrpc import INTERNAL_ERROR
+from ..core.task_contract import NewTask, QuotaExceeded, TaskNotFound
 from ..models import (
     TERMINAL_STATUSES,
     InputRequestStatus,
@@ -25,9 +27,7 @@ from ..models import (
     TaskStatus,
     WaitingFor,
 )
-from ..server import mcp
-from ..task_contract import NewTask, QuotaExceeded, TaskNotFound
-from . import admin_events, crypto, fair_queue, loop_redis, queue, rows
+from . import announcements, crypto, fair_queue, loop_redis, queue, rows
 from .changes import (
     add_log,
     expired,
@@ -78,7 +78,7 @@ def create_task(new: NewTask) -> Task:
     if not rows.insert_task(task, snapshot, quotas=quotas):  # together, atomically
         raise _over_quota(task, quotas)
     signals.send_on_commit(signals.task_created, task_id=task.id, task=task)
-    admin_events.announce_on_commit(task.id, "task_created")
+    announcements.announce_on_commit(task.id, "task_created")
     try:
         queue.enqueue(task)
     except Exception as exc:
@@ -98,8 +98,8 @@ async def acreate_task(new: NewTask) -> Task:
     quotas = _quotas(task)
     if not await rows.ainsert_task(database, task, snapshot, quotas):
         raise await db(_over_quota)(task, quotas)
-    if admin_events.may_announce():
-        await db(admin_events.announce)(task.id, "task_created")
+    if announcements.may_announce():
+        await db(announcements.announce)(task.id, "task_created")
     try:
         await loop_redis.aenqueue(task)
     except Exception as exc:

@@ -3,7 +3,7 @@
 
 In a task worker: a job's claim of its task and the tool's result. In an ASGI process: a
 new task's row (``tools/call``) and the read of a task (``tasks/get``). Every other
-database call goes to Django's thread for sync code (:func:`mcp_tasks.db.db`). For these
+database call goes to Django's thread for sync code (:func:`mcp_tasks.core.db.db`). For these
 statements that hop (a thread switch there and back, and asgiref's bookkeeping) costs
 more than the statements; here they are written once
 (:mod:`mcp_tasks.tasks.rows`) and sent from the loop itself.

@@ -10,10 +10,10 @@ from typing import Any, ParamSpec
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from ..background import in_background
 from ..conf import get_config
-from ..db import calling_loop
-from ..groups import ADMIN, session_group, task_shard_group, worker_group
+from ..core.background import in_background
+from ..core.db import calling_loop
+from ..core.groups import ADMIN, session_group, task_shard_group, worker_group
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -48,7 +48,7 @@ async def apublish_task_change(
 
 
 async def apublish_admin_event(task_id: str, event: str) -> None:
-    """Tell the live admin pages (:data:`~mcp_tasks.groups.ADMIN`) that a task changed."""
+    """Tell the live admin pages (:data:`~mcp_tasks.core.groups.ADMIN`) that a task changed."""
     layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
     if layer is not None:
         message = {"type": "mcp.admin", "task_id": task_id, "event": event}
@@ -57,7 +57,7 @@ async def apublish_admin_event(task_id: str, event: str) -> None:
 
 def _from_sync_code(send: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
     """``send`` (its first argument: the task id) for synchronous code. Inside a
-    :func:`~mcp_tasks.db.db` call the message goes out from the awaiting event loop without
+    :func:`~mcp_tasks.core.db.db` call the message goes out from the awaiting event loop without
     blocking the ORM thread; elsewhere (admin views, management commands) it is sent before
     this returns. Failures are logged: pollers and the worker's heartbeat still see the row."""
 

@@ -15,16 +15,16 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .. import jsontext, signals
+from ..authoring.inputs import KEY_PREFIXES
 from ..conf import get_config
-from ..inputs import KEY_PREFIXES
+from ..core.task_contract import InvalidAnswer, TaskNotFound
 from ..models import (
     InputRequest,
     InputRequestStatus,
     Task,
     TaskStatus,
 )
-from ..task_contract import InvalidAnswer, TaskNotFound
-from . import admin_events, queue, rows
+from . import announcements, queue, rows
 from .changes import expired, locked, publish_on_commit, status_changed, touch
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -126,7 +126,7 @@ def ask_all(
         if new:
             InputRequest.objects.bulk_create(new)
             status_changed(task_id, task.status, TaskStatus.INPUT_REQUIRED)
-            admin_events.announce_on_commit(task_id, "question_asked")
+            announcements.announce_on_commit(task_id, "question_asked")
             if signals.listened(signals.question_asked):
                 for request in new:
                     signals.send_on_commit(
@@ -352,7 +352,7 @@ def answer(
         request.save(
             update_fields=["response", "status", "answered_by", "answered_by_user", "answered_at"]
         )
-        admin_events.announce_on_commit(task_id, "question_answered")
+        announcements.announce_on_commit(task_id, "question_answered")
         signals.send_on_commit(
             signals.question_answered,
             task_id=task_id,

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..conf import get_config
-from ..jsonrpc import INTERNAL_ERROR
+from ..core.jsonrpc import INTERNAL_ERROR
 from ..models import (
     Task,
     TaskStatus,

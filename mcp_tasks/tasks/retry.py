@@ -3,7 +3,7 @@ client context, linked to the failed one (``Task.retry_of``)."""
 
 from __future__ import annotations
 
-from .. import task_contract
+from ..core import task_contract
 from ..models import Task, TaskStatus
 from . import service
 
@@ -13,7 +13,7 @@ class NotRetryable(ValueError):  # noqa: N818
 
 
 def retry(task_id: str) -> Task:
-    """Create and queue the new task; raises :class:`~mcp_tasks.task_contract.TaskNotFound` or
+    """Create and queue the new task; raises :class:`~mcp_tasks.core.task_contract.TaskNotFound` or
     :class:`NotRetryable`. The creating request's access token and headers are carried
     over (still encrypted at rest); its progress token and request id are not."""
     task = Task.objects.select_related("snapshot").filter(pk=task_id).first()

@@ -4,7 +4,7 @@
   ends (cancel, timeout) and wakes a tool waiting for an answer.
 - **Wake-ups**: the runtime's name is written on the task rows it runs
   (``Task.worker_name``). The task service sends ``mcp.task`` messages to that name's
-  channel-layer group (:func:`mcp_tasks.groups.worker_group`) when someone else changes a
+  channel-layer group (:func:`mcp_tasks.core.groups.worker_group`) when someone else changes a
   running task: a cancel, an answer, a timed-out question. One group per process, joined
   once, so starting a task costs no subscription.
 - **Heartbeat**: one query per ``TASK_HEARTBEAT_INTERVAL`` marks every running task alive
@@ -34,9 +34,9 @@ from typing import Any, TypeVar
 
 from channels.layers import get_channel_layer
 
-from .. import groups
 from ..conf import get_config
-from ..db import db
+from ..core import groups
+from ..core.db import db
 from ..models import TERMINAL_STATUSES
 from . import service
 from .coalesce import Coalesced, database_hop, each
@@ -185,7 +185,7 @@ class Runtime:
 
     async def call_db(self, fn: Callable[..., R], *args: Any) -> R:
         """``fn(*args)`` in Django's thread for sync code, in one hop with the calls other
-        jobs of this runtime made meanwhile (see :func:`mcp_tasks.db.db`)."""
+        jobs of this runtime made meanwhile (see :func:`mcp_tasks.core.db.db`)."""
         result: R = await self._database_calls((fn, args))
         return result
 

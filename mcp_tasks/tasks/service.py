@@ -14,7 +14,7 @@ progress, its result) are single conditional updates instead (``WHERE status = '
 and for a claim the run number): they change nothing once someone else ended or moved the
 task. Terminal states (completed, failed, cancelled) never change. Functions are
 synchronous (ORM) unless named ``a…``; async callers wrap the others with
-:func:`mcp_tasks.db.db`. Each change is published after its transaction commits, and sent
+:func:`mcp_tasks.core.db.db`. Each change is published after its transaction commits, and sent
 as a Django signal (:mod:`mcp_tasks.signals`).
 """
 

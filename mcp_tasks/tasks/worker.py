@@ -35,11 +35,11 @@ from rq.executions import Execution
 from rq.utils import now
 from rq.worker import BaseWorker, Worker, WorkerStatus
 
+from ..authoring.registry import mcp
 from ..conf import get_config
-from ..db import db
-from ..gc_freeze import freeze_startup_objects
-from ..jsonrpc import INTERNAL_ERROR
-from ..server import mcp
+from ..core.db import db
+from ..core.gc_freeze import freeze_startup_objects
+from ..core.jsonrpc import INTERNAL_ERROR
 from ..sessions import purge_idle_sessions
 from ..stream_events import purge_old_events
 from . import fair_queue, service
@@ -227,7 +227,7 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         self.freeze_startup_objects()
 
     def freeze_startup_objects(self) -> None:
-        """Keep the garbage collector off what start-up made (:mod:`mcp_tasks.gc_freeze`)."""
+        """Keep the garbage collector off what start-up made (:mod:`mcp_tasks.core.gc_freeze`)."""
         freeze_startup_objects()
 
     @property

@@ -7,7 +7,7 @@ from typing import Any
 
 from django import template
 
-from ..admin import sees_tasks
+from ..admin.model_admins import sees_tasks
 from ..models import InputRequest, InputRequestStatus
 
 register = template.Library()

@@ -9,7 +9,7 @@ warning, at most once a second with their count.
 What this bounds is requests that wait (slow tools, answers from clients). Requests that only
 cost CPU run from start to end in one go, so they never pile up here: when more of them
 arrive than the process can serve, they wait before the application sees them (in the
-kernel's accept queue, ``--backlog``); :mod:`.uvicorn_http` refuses those that waited there
+kernel's accept queue, ``--backlog``); :mod:`mcp_tasks.contrib.uvicorn_http` refuses those that waited there
 too long, with the same answer.
 """
 
@@ -19,7 +19,7 @@ import logging
 import time
 
 from ..conf import get_config
-from ..jsonrpc import SERVER_BUSY, error_object, error_response
+from ..core.jsonrpc import SERVER_BUSY, error_object, error_response
 from .http import HttpError
 
 logger = logging.getLogger("mcp_tasks.transport")

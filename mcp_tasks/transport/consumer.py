@@ -24,12 +24,12 @@ from typing import Any
 from channels.consumer import AsyncConsumer, get_handler_name
 from channels.layers import get_channel_layer
 
-from .. import background, groups
 from ..auth import Principal
+from ..authoring.lifespan import lifespan_context
 from ..conf import get_config
+from ..core import background, groups
+from ..core.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Message, error_object, error_response
 from ..exceptions import ProtocolError
-from ..jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Message, error_object, error_response
-from ..lifespan import lifespan_context
 from ..protocol import Dispatcher, RequestInfo, kind_of, modern_request_info, parse_body
 from ..protocol.constants import LEGACY_VERSIONS, is_modern
 from ..protocol.notices import task_event_notification
@@ -142,7 +142,7 @@ class McpConsumer(AsyncConsumer):
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels' dispatch without its ``aclose_old_connections()`` per message (a trip
         to the ORM thread each time): every ORM call here goes through
-        :func:`mcp_tasks.db.db`, which keeps the connections tidy itself."""
+        :func:`mcp_tasks.core.db.db`, which keeps the connections tidy itself."""
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")

@@ -9,7 +9,7 @@ from django.utils.module_loading import import_string
 
 from ..auth import ANONYMOUS, AccessToken, Principal, principal_for
 from ..conf import get_config
-from ..db import db
+from ..core.db import db
 from .http import HttpError, first
 from .resource_metadata import metadata_url, resource_url
 

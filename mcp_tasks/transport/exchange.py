@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.jsonrpc import Message, error_response
 from ..exceptions import ProtocolError
-from ..jsonrpc import Message, error_response
 from ..protocol import Dispatcher, RequestInfo
 from ..protocol.constants import http_headers_for, http_status_for
 from .membership import Membership

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from ..conf import get_config
-from ..jsonrpc import INVALID_REQUEST, error_object, error_response
+from ..core.jsonrpc import INVALID_REQUEST, error_object, error_response
 
 
 @dataclass

@@ -14,10 +14,11 @@ import itertools
 import secrets
 from typing import Any
 
-from .. import groups, jsontext, stream_events
+from .. import jsontext, stream_events
 from ..auth import Principal
-from ..jsonrpc import Message
-from ..lifespan import lifespan_context
+from ..authoring.lifespan import lifespan_context
+from ..core import groups
+from ..core.jsonrpc import Message
 from ..protocol import legacy_request_info
 from ..protocol.constants import LEGACY_TASKS_VERSION
 from ..sessions import StoredSession, create_session, subscriptions_of

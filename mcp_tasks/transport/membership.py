@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import background
+from ..core import background
 from ..layers import keep_reading
 
 logger = logging.getLogger("mcp_tasks.transport")

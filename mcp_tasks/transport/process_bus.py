@@ -41,9 +41,9 @@ import redis.asyncio as aioredis
 from channels_redis.utils import create_pool, decode_hosts
 from django.conf import settings
 
-from .. import groups
-from ..background import in_background
 from ..conf import get_config
+from ..core import groups
+from ..core.background import in_background
 from .layer_listener import LayerListener
 
 if TYPE_CHECKING:

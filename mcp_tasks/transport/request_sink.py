@@ -9,10 +9,10 @@ import contextlib
 import secrets
 from typing import Any
 
-from .. import groups
 from ..conf import get_config
+from ..core import groups
+from ..core.jsonrpc import Message, notification, request
 from ..exceptions import ToolError
-from ..jsonrpc import Message, notification, request
 from .membership import Membership
 from .response_stream import ResponseStream
 from .task_watcher import TaskWait, task_watcher

@@ -14,8 +14,8 @@ from typing import Any
 
 from django.conf import settings
 
+from ..authoring.registry import mcp
 from ..conf import get_config
-from ..server import mcp
 from .http import HttpError, check_host, first, header_map
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"

@@ -6,8 +6,8 @@ a subscription for the channel, one for the task's group, and a reader each), ev
 of a process waits through one :class:`TaskWatcher`: one channel, read by one task.
 
 The channel joins the shard group of a task someone waits on
-(:func:`~mcp_tasks.groups.task_shard_group`, one of
-:data:`~mcp_tasks.groups.TASK_SHARDS`) and stays in it: a wait on a task of a shard
+(:func:`~mcp_tasks.core.groups.task_shard_group`, one of
+:data:`~mcp_tasks.core.groups.TASK_SHARDS`) and stays in it: a wait on a task of a shard
 already joined costs no channel-layer call at all (a group per task, joined and then left,
 cost a subscription and an unsubscription per ``tasks/get``). The price: the process hears
 the changes of every task of the shards it joined, and drops those nobody here waits on (a
@@ -20,7 +20,7 @@ import asyncio
 import logging
 from typing import Any
 
-from .. import groups
+from ..core import groups
 from .layer_listener import LayerListener
 
 logger = logging.getLogger("mcp_tasks.transport")

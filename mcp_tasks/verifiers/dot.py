@@ -1,64 +1,10 @@
-"""``TOKEN_VERIFIER`` for django-oauth-toolkit access tokens issued by this project.
-
-``MCP_TASKS["TOKEN_VERIFIER"] = "mcp_tasks.verifiers.dot.verify"``. The token's user is the
-principal; an expired or revoked (deleted) token, or one of an inactive user, is refused;
-the token's RFC 8707 ``resource`` becomes its audience (checked against ``RESOURCE``), and
-a token issued for no resource is refused like a JWT without ``aud``: MCP clients name the
-resource they sign in for, and the site's other APIs' tokens are not for this server. A
-lookup runs on the ORM thread, never on the event loop, and a verified token is remembered
-for ``TOKEN_CACHE_TTL`` seconds (so a revocation takes at most that long to be seen).
-"""
+"""Deprecated: now :mod:`mcp_tasks.auth.verifiers.dot`."""
 
 from __future__ import annotations
 
-import hashlib
-import logging
-from typing import Any
+from ..auth.verifiers.dot import verify
+from . import moved
 
-from ..auth import AccessToken
-from ..db import db
-from . import TokenCache
+__all__ = ["verify"]
 
-logger = logging.getLogger("mcp_tasks.verifiers")
-cache = TokenCache()
-
-
-def _lookup(token: str) -> AccessToken | None:
-    from oauth2_provider.models import get_access_token_model
-
-    checksum = hashlib.sha256(token.encode()).hexdigest()
-    row: Any = (
-        get_access_token_model()
-        .objects.select_related("application", "user")
-        .filter(token_checksum=checksum)
-        .first()
-    )
-    if row is None or row.is_expired():
-        return None
-    if not row.resource:
-        logger.info("refused a DOT access token issued for no resource (RFC 8707)")
-        return None
-    user = row.user
-    if user is not None and not user.is_active:
-        return None
-    application = row.application
-    return AccessToken(
-        token=token,
-        client_id=application.client_id if application is not None else "",
-        scopes=row.scope.split() if row.scope else [],
-        expires_at=int(row.expires.timestamp()),
-        claims={"sub": str(user.pk)} if user is not None else {},
-        user=user,
-        audience=tuple(row.resource or ()),
-    )
-
-
-async def verify(token: str) -> AccessToken | None:
-    """Verify a DOT access token (async: the lookup runs on the ORM thread)."""
-    found = cache.get(token)
-    if found is not None and not found.is_expired():
-        return found
-    found = await db(_lookup)(token)
-    if found is not None:
-        cache.put(token, found)
-    return found
+moved(__name__, "mcp_tasks.auth.verifiers.dot")

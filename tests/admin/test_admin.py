@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from mcp_tasks import task_contract
+from mcp_tasks.core import task_contract
 from mcp_tasks.models import (
     InputRequest,
     InputRequestStatus,
@@ -305,7 +305,7 @@ def cancel_action(client: Client, *tasks: Task) -> Any:
 def test_cancel_action_cancels_through_the_task_service(as_operator: Client) -> None:
     task = make_task(status=TaskStatus.INPUT_REQUIRED)
     question = ask(task)
-    with mock.patch("mcp_tasks.admin.service.cancel", wraps=service.cancel) as cancel:
+    with mock.patch("mcp_tasks.admin.model_admins.service.cancel", wraps=service.cancel) as cancel:
         response = cancel_action(as_operator, task)
     cancel.assert_called_once_with(task.id, None)
     assert "Cancelled 1 task." in text(response)
@@ -331,7 +331,7 @@ def test_cancel_action_leaves_finished_tasks_as_they_are(as_operator: Client) ->
 def test_cancel_action_needs_the_change_permission(as_viewer: Client) -> None:
     task = make_task()
     assert "cancel_tasks" not in page(as_viewer.get(TASKS))
-    with mock.patch("mcp_tasks.admin.service.cancel") as cancel:
+    with mock.patch("mcp_tasks.admin.model_admins.service.cancel") as cancel:
         cancel_action(as_viewer, task)
     cancel.assert_not_called()
     task.refresh_from_db()
@@ -419,7 +419,7 @@ def test_accepted_answer_goes_through_the_service_and_resumes_the_task(
 ) -> None:
     task = make_task(status=TaskStatus.INPUT_REQUIRED)
     question = ask(task)
-    with mock.patch("mcp_tasks.admin.service.answer", wraps=service.answer) as answer:
+    with mock.patch("mcp_tasks.admin.model_admins.service.answer", wraps=service.answer) as answer:
         response = as_operator.post(
             answer_url(question), {"answer-value": "on", "_accept": "Accept"}, follow=True
         )
@@ -478,7 +478,7 @@ def test_invalid_answer_is_shown_inline_and_not_stored(as_operator: Client) -> N
 def test_answer_the_service_rejects_is_shown_as_an_error(as_operator: Client) -> None:
     question = ask(make_task())
     with mock.patch(
-        "mcp_tasks.admin.service.answer",
+        "mcp_tasks.admin.model_admins.service.answer",
         side_effect=task_contract.InvalidAnswer("value: not allowed today"),
     ):
         response = as_operator.post(
@@ -503,7 +503,7 @@ def test_answered_question_says_by_whom_and_when_and_accepts_nothing(as_operator
     assert "Answered by the MCP client on" in body
     assert "accepts no other answer" in body
     assert 'name="_accept"' not in page(as_operator.get(answer_url(question)))
-    with mock.patch("mcp_tasks.admin.service.answer") as answer:
+    with mock.patch("mcp_tasks.admin.model_admins.service.answer") as answer:
         response = as_operator.post(
             answer_url(question), {"answer-value": "on", "_accept": "Accept"}, follow=True
         )
@@ -531,7 +531,7 @@ def test_first_answer_wins_between_two_admins(client: Client, operator: User) ->
 
 def test_answer_lost_to_a_concurrent_one_says_so(as_operator: Client) -> None:
     question = ask(make_task())
-    with mock.patch("mcp_tasks.admin.service.answer", return_value=False):
+    with mock.patch("mcp_tasks.admin.model_admins.service.answer", return_value=False):
         response = as_operator.post(answer_url(question), {"_decline": "Decline"}, follow=True)
     assert "This question was answered meanwhile; your answer was not used." in text(response)
 
@@ -636,7 +636,7 @@ def test_staff_without_the_permission_sees_the_question_read_only(as_viewer: Cli
 
 def test_staff_without_the_permission_cannot_post_an_answer(as_viewer: Client) -> None:
     question = ask(make_task())
-    with mock.patch("mcp_tasks.admin.service.answer") as answer:
+    with mock.patch("mcp_tasks.admin.model_admins.service.answer") as answer:
         response = as_viewer.post(answer_url(question), {"answer-value": "on", "_accept": "Accept"})
     assert response.status_code == 403
     answer.assert_not_called()

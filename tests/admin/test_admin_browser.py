@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser import (
+from tests.conftest import LiveServer
+from tests.support.browser import (
     by,
     create_staff,
     finished,
@@ -30,8 +31,7 @@ from tests.browser import (
     submit,
     waiting_on,
 )
-from tests.conftest import LiveServer
-from tests.live import start_module_server
+from tests.support.live import start_module_server
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 

@@ -9,7 +9,7 @@ import pytest
 from django import forms
 from django.utils import timezone
 
-from mcp_tasks.admin_forms import (
+from mcp_tasks.admin.forms import (
     ElicitationForm,
     RootsForm,
     SamplingForm,

@@ -21,8 +21,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from mcp_tasks import Retry, TaskConfig
+from mcp_tasks.authoring.registry import mcp
 from mcp_tasks.models import Task, TaskStatus, WaitingFor
-from mcp_tasks.server import mcp
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""The live admin's WebSocket consumer (``mcp_tasks.admin_live``): who may connect, and the
+"""The live admin's WebSocket consumer (``mcp_tasks.admin.live``): who may connect, and the
 events it forwards. Real admin sessions, the configured channel layer (in-memory, or Redis
 with ``REDIS_URL``), the task service writing for real."""
 
@@ -16,14 +16,15 @@ from django.contrib.auth.models import Permission, User
 from django.db import connections
 from django.test import Client, override_settings
 
-from mcp_tasks import task_contract
-from mcp_tasks.admin_live import REFUSED
+from mcp_tasks.admin import events as admin_events, watchers as admin_watchers
+from mcp_tasks.admin.live import REFUSED
 from mcp_tasks.asgi import admin_live_application, mcp_application
-from mcp_tasks.db import db
-from mcp_tasks.groups import task_shard_group
+from mcp_tasks.core import task_contract
+from mcp_tasks.core.db import db
+from mcp_tasks.core.groups import task_shard_group
 from mcp_tasks.models import Task
-from mcp_tasks.tasks import admin_events, admin_watchers, embedded, service
-from tests.worker_fixtures import task_id_in_shard_of
+from mcp_tasks.tasks import embedded, service
+from tests.support.worker_fixtures import task_id_in_shard_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -246,7 +247,7 @@ async def listener() -> tuple[Any, str]:
     """A channel in the live admin's group that no page marked open."""
     from channels.layers import get_channel_layer
 
-    from mcp_tasks.groups import ADMIN
+    from mcp_tasks.core.groups import ADMIN
 
     layer = get_channel_layer()
     channel = await layer.new_channel()

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser import (
+from tests.conftest import LiveServer
+from tests.support.browser import (
     WAIT,
     by,
     create_staff,
@@ -27,8 +28,7 @@ from tests.browser import (
     submit,
     waiting_on,
 )
-from tests.conftest import LiveServer
-from tests.live import attach_server_output, start_module_server
+from tests.support.live import attach_server_output, start_module_server
 
 pytestmark = pytest.mark.live
 

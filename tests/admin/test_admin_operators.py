@@ -13,7 +13,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from mcp_tasks import task_contract
+from mcp_tasks.core import task_contract
 from mcp_tasks.models import InputRequestStatus, Task, TaskStatus
 from mcp_tasks.tasks import fair_queue, queue, service
 

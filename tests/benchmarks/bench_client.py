@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from tests.worker_fixtures import TASKS_EXTENSION, envelope, headers_for, parse_messages
+from tests.support.worker_fixtures import TASKS_EXTENSION, envelope, headers_for, parse_messages
 
 #: What the client declares in every request: the tasks extension and form elicitation.
 CAPABILITIES: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}}}

@@ -60,8 +60,8 @@ from tests.benchmarks.stacks import (  # noqa: E402
 )
 from tests.benchmarks.submodes import run_parked, run_scaling  # noqa: E402
 from tests.conftest import _Databases, _postgres_target  # noqa: E402
-from tests.legacy_client_fixtures import build_client_venv  # noqa: E402
-from tests.worker_fixtures import RedisProcess, db_rows, free_port  # noqa: E402
+from tests.support.legacy_client_fixtures import build_client_venv  # noqa: E402
+from tests.support.worker_fixtures import RedisProcess, db_rows, free_port  # noqa: E402
 
 SERVERS = ("ours", "peer", "sdk")
 TITLES = {"ours": "mcp_tasks", "peer": "fastmcp-tasks", "sdk": "SDK MCPServer"}

@@ -6,7 +6,7 @@ it. A script, not a test::
     python tests/benchmarks/legacy_load.py --seconds 30 --overload-rate 2000
 
 Setup: ``uvicorn project.asgi:application --workers 1 --lifespan off --no-access-log
---backlog 2048 --http mcp_tasks.transport.uvicorn_http:HttpToolsProtocol`` (uvloop,
+--backlog 2048 --http mcp_tasks.contrib.uvicorn_http:HttpToolsProtocol`` (uvloop,
 httptools, connections accepted after ``MAX_ACCEPT_WAIT`` refused) with ``DJANGO_DEBUG=0``, a fresh PostgreSQL database
 and a private ``redis-server`` (``compare.py``'s services); no task workers (``add`` is a
 plain call). The client is this process, on raw asyncio streams (``raw_http.py``).
@@ -62,7 +62,7 @@ from tests.conftest import (  # noqa: E402
     _server_env,
     _wait_until_serving,
 )
-from tests.worker_fixtures import free_port  # noqa: E402
+from tests.support.worker_fixtures import free_port  # noqa: E402
 
 HOST = "127.0.0.1"
 OBSERVER_RATE = 10.0  # calls a second of the separate modern client
@@ -79,7 +79,7 @@ def production_command(port: int) -> list[str]:
         sys.executable, "-m", "uvicorn", "project.asgi:application",
         "--host", HOST, "--port", str(port), "--workers", "1", "--lifespan", "off",
         "--no-access-log", "--backlog", "2048", "--loop", "uvloop",
-        "--http", "mcp_tasks.transport.uvicorn_http:HttpToolsProtocol",
+        "--http", "mcp_tasks.contrib.uvicorn_http:HttpToolsProtocol",
     ]  # fmt: skip
 
 
@@ -286,7 +286,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="an environment variable of the server (tests.live_settings reads MCP_TASKS_TEST_*)",
+        help="an environment variable of the server (tests.support.live_settings reads MCP_TASKS_TEST_*)",
     )
     parser.add_argument(
         "--profile", metavar="DIR", help="py-spy the server during the paced runs, into DIR"

@@ -2,7 +2,7 @@
 what ``/proc`` says about their processes.
 
 - mcp_tasks as in production (README "Production"): uvicorn with ``DJANGO_DEBUG=0`` and
-  ``tests.live_settings`` (the example project plus the test tools), PostgreSQL, Redis and
+  ``tests.support.live_settings`` (the example project plus the test tools), PostgreSQL, Redis and
   N ``manage.py rqworker mcp_tasks`` processes (the ``RQ["WORKER_CLASS"]`` of the settings);
 - mcp_tasks embedded: one daphne process, no ``REDIS_URL`` (in-process queue and worker
   threads), SQLite: what ``./scripts/dev`` runs;
@@ -36,8 +36,8 @@ from tests.conftest import (
     _wait_until_serving,
     launch_server,
 )
-from tests.live import LIVE_SETTINGS_MODULE
-from tests.worker_fixtures import RqWorker, run_manage, start_rq_worker
+from tests.support.live import LIVE_SETTINGS_MODULE
+from tests.support.worker_fixtures import RqWorker, run_manage, start_rq_worker
 
 PEERS = Path(__file__).resolve().parent / "peers"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -150,7 +150,7 @@ def start_ours(
     overrides = {
         **ours_env(database_url, redis_url, **(env or {})),
         "UVICORN_ACCESS_LOG": "0",
-        "UVICORN_HTTP": "mcp_tasks.transport.uvicorn_http:HttpToolsProtocol",
+        "UVICORN_HTTP": "mcp_tasks.contrib.uvicorn_http:HttpToolsProtocol",
     }
     http = launch_server(
         overrides, logs / "ours-uvicorn.log", label="mcp_tasks uvicorn", server="uvicorn"

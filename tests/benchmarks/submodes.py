@@ -26,7 +26,7 @@ from tests.benchmarks.bench_client import (
 from tests.benchmarks.measure import Sizes, warm_up
 from tests.benchmarks.report import number, render
 from tests.benchmarks.stacks import Stack, memory_bytes
-from tests.worker_fixtures import db_execute, db_rows, job_ids
+from tests.support.worker_fixtures import db_execute, db_rows, job_ids
 
 TASK_TABLE = "mcp_tasks_task"
 #: Columns the filler rows do not copy from the template row.

@@ -23,7 +23,8 @@ from tests.clients.live_cases import (
     elicitation_responder,
 )
 from tests.conftest import LiveServer
-from tests.live import (
+from tests.live_tools.tools import SECRET_DETAIL
+from tests.support.live import (
     LEGACY,
     await_file,
     final_message,
@@ -33,8 +34,7 @@ from tests.live import (
     sse_messages,
     start_module_server,
 )
-from tests.live_tools.tools import SECRET_DETAIL
-from tests.results import text_of
+from tests.support.results import text_of
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, LiveServer
-from tests.worker_fixtures import wait_for_path
+from tests.support.worker_fixtures import wait_for_path
 
 pytestmark = [pytest.mark.live, pytest.mark.redis]
 

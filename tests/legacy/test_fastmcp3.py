@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import LiveServer
-from tests.legacy_client_fixtures import LegacyClient
-from tests.live import LEGACY, start_module_server
+from tests.support.legacy_client_fixtures import LegacyClient
+from tests.support.live import LEGACY, start_module_server
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 

@@ -1,6 +1,6 @@
 """``mcp==1.30.0``'s experimental task API (``session.experimental``) against the server.
 
-The client runs in its own virtualenv (``.venv-mcp1``, see ``tests/legacy_client_fixtures.py``)
+The client runs in its own virtualenv (``.venv-mcp1``, see ``tests/support/legacy_client_fixtures.py``)
 as ``tests/legacy_clients/mcp1_tasks.py`` scenarios. Most run against one embedded-mode
 server; the admin flows run on Redis with a real ``manage.py rqworker``, the answer given
 through ``mcp_tasks.tasks.service.answer`` exactly as the admin view gives it.
@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import LiveServer
-from tests.legacy_client_fixtures import LegacyClient, background, manage_py
-from tests.live import LEGACY, start_module_server, wait_for_file
 from tests.live_tools.legacy_task_tools import PROTOCOL_ERROR_CODE
+from tests.support.legacy_client_fixtures import LegacyClient, background, manage_py
+from tests.support.live import LEGACY, start_module_server, wait_for_file
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 

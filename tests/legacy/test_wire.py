@@ -22,14 +22,14 @@ import httpx
 import pytest
 
 from tests.conftest import LiveServer
-from tests.live import (
+from tests.live_tools.legacy_task_tools import PROTOCOL_ERROR_CODE
+from tests.support.live import (
     LEGACY,
     final_message,
     legacy_headers,
     sse_messages,
     start_module_server,
 )
-from tests.live_tools.legacy_task_tools import PROTOCOL_ERROR_CODE
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 

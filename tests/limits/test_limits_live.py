@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from tests.conftest import LiveServer
-from tests.live import attach_server_output, start_module_server
-from tests.worker_fixtures import (
+from tests.support.live import attach_server_output, start_module_server
+from tests.support.worker_fixtures import (
     WAIT,
     RedisProcess,
     TaskClient,

@@ -1,1 +1,1 @@
-"""Test-only tools app, installed by ``tests.live_settings`` into live servers."""
+"""Test-only tools app, installed by ``tests.support.live_settings`` into live servers."""

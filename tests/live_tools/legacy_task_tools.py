@@ -24,7 +24,7 @@ from mcp_tasks import (
     ToolError,
     mcp,
 )
-from mcp_tasks.context import LOG_LEVELS
+from mcp_tasks.authoring.context import LOG_LEVELS
 
 from .tools import RESPONSE_TYPES, ElicitKind
 

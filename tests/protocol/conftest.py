@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mcp_tasks import MCPServer
-from tests.protocol_fixtures import make_server
+from tests.support.protocol_fixtures import make_server
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from django.test import override_settings
 
 from mcp_tasks import AccessToken, MCPServer
 from mcp_tasks.auth import ANONYMOUS, principal_for
-from tests.protocol_fixtures import (
+from tests.support.protocol_fixtures import (
     ELICITATION,
     LEGACY,
     MODERN,

@@ -15,7 +15,7 @@ from mcp_tasks.auth import ANONYMOUS
 from mcp_tasks.exceptions import ProtocolError
 from mcp_tasks.protocol import kind_of, modern_request_info, parse_body
 from mcp_tasks.protocol.envelope import check_modern_envelope, check_param_headers
-from tests.protocol_fixtures import (
+from tests.support.protocol_fixtures import (
     MODERN,
     call,
     error_code,

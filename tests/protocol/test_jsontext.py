@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from mcp_tasks import jsontext
+from mcp_tasks.core.jsonrpc import INVALID_PARAMS
 from mcp_tasks.exceptions import ProtocolError
-from mcp_tasks.jsonrpc import INVALID_PARAMS
 from mcp_tasks.protocol.stored import is_lookup_key, require_storable
 from mcp_tasks.transport.response_stream import ResponseStream, encode_json
 

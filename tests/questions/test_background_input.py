@@ -12,8 +12,8 @@ rq worker, without pinning it (``shared/design.md``, "Input during a task"; issu
   unrelated task still completes, then every parked task completes with its own answer.
 
 Every test runs a live daphne server and real ``manage.py rqworker`` processes on a private
-Redis (``tests.worker_fixtures``) with ``tests.live_settings``; clients speak the modern tasks
-extension over real HTTP (``tests.task_driver``), and the admin's answers go through the task
+Redis (``tests.support.worker_fixtures``) with ``tests.support.live_settings``; clients speak the modern tasks
+extension over real HTTP (``tests.support.task_driver``), and the admin's answers go through the task
 service in another process, as the Django admin calls it. Nothing is mocked, and no assertion
 depends on wall-clock time (timeouts are only safety nets).
 """
@@ -32,8 +32,8 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, LiveServer
-from tests.results import task_text_of as text_of
-from tests.task_driver import (
+from tests.support.results import task_text_of as text_of
+from tests.support.task_driver import (
     TaskDriver,
     django_shell,
     gather_limited,
@@ -41,7 +41,7 @@ from tests.task_driver import (
     task_capabilities,
     wait_released,
 )
-from tests.worker_fixtures import RqWorker
+from tests.support.worker_fixtures import RqWorker
 
 pytestmark = [pytest.mark.live, pytest.mark.redis]
 
@@ -115,7 +115,7 @@ def only_key(task: dict[str, Any]) -> str:
 # -- the task service and rows, from another process (as the admin reaches them) -----------
 
 _ROWS = """
-from mcp_tasks import task_contract
+from mcp_tasks.core import task_contract
 from mcp_tasks.models import InputRequest, Task
 
 def task_row(task_id):

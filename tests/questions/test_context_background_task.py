@@ -29,9 +29,10 @@ import httpx
 import pytest
 
 from mcp_tasks import Context
-from mcp_tasks.lifespan import lifespan_context
+from mcp_tasks.authoring.lifespan import lifespan_context
 from tests.conftest import LiveServer
-from tests.live import (
+from tests.live_tools.seed_tools import SEED_LIFESPAN_VALUE
+from tests.support.live import (
     SIGNED_IN,
     attach_server_output,
     legacy_headers,
@@ -39,10 +40,9 @@ from tests.live import (
     sse_messages,
     start_module_server,
 )
-from tests.live_tools.seed_tools import SEED_LIFESPAN_VALUE
-from tests.results import task_text_of as text_of
-from tests.task_driver import TaskDriver, django_shell, structured_of, task_capabilities
-from tests.worker_fixtures import (
+from tests.support.results import task_text_of as text_of
+from tests.support.task_driver import TaskDriver, django_shell, structured_of, task_capabilities
+from tests.support.worker_fixtures import (
     RedisProcess,
     RqWorker,
     free_port,

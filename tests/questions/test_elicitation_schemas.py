@@ -1,4 +1,4 @@
-"""Elicitation schemas (``mcp_tasks.elicitation.elicitation_spec``): the requested schema of
+"""Elicitation schemas (``mcp_tasks.authoring.elicitation.elicitation_spec``): the requested schema of
 each response type, the types refused, and how an answer is parsed."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from mcp_types._v2025_11_25 import PrimitiveSchemaDefinition
 from pydantic import BaseModel, Field, TypeAdapter
 
 from mcp_tasks import AcceptedElicitation, CancelledElicitation, DeclinedElicitation
-from mcp_tasks.elicitation import elicitation_spec
+from mcp_tasks.authoring.elicitation import elicitation_spec
 
 # -- elicitation schemas ----------------------------------------------------------------------
 

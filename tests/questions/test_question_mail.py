@@ -15,7 +15,8 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
-from mcp_tasks import signals, task_contract
+from mcp_tasks import signals
+from mcp_tasks.core import task_contract
 from mcp_tasks.models import InputRequest, InputRequestStatus, Task
 from mcp_tasks.tasks import embedded, question_mail, service
 from mcp_tasks.tasks.worker import maintain

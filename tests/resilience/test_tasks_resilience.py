@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from tests.worker_fixtures import job_ids, run_manage, task_row, wait_for_exit, wait_for_path
+from tests.support.worker_fixtures import (
+    job_ids,
+    run_manage,
+    task_row,
+    wait_for_exit,
+    wait_for_path,
+)
 
 pytestmark = [pytest.mark.live, pytest.mark.redis]
 

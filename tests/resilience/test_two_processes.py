@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import AsgiServerFactory, LiveServer
-from tests.live import (
+from tests.support.live import (
     await_file,
     final_message,
     legacy_headers,

@@ -13,7 +13,7 @@ from channels.testing import HttpCommunicator
 
 from mcp_tasks import mcp
 from mcp_tasks.asgi import mcp_application
-from tests.live import MODERN
+from tests.support.live import MODERN
 
 
 @contextlib.contextmanager

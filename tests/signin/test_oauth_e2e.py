@@ -24,9 +24,9 @@ import httpx
 import pytest
 
 from tests.conftest import AsgiServerFactory, LiveServer
-from tests.live import LIVE_SETTINGS
-from tests.results import task_text_of as text_of
-from tests.task_driver import TaskDriver, django_shell, task_capabilities
+from tests.support.live import LIVE_SETTINGS
+from tests.support.results import task_text_of as text_of
+from tests.support.task_driver import TaskDriver, django_shell, task_capabilities
 
 pytestmark = pytest.mark.live
 
@@ -165,7 +165,7 @@ async def test_sdk_client_signs_in_and_uses_tools_and_tasks(asgi_server: AsgiSer
     server = asgi_server(
         {
             **LIVE_SETTINGS,
-            "MCP_TASKS_TEST_TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify",
+            "MCP_TASKS_TEST_TOKEN_VERIFIER": "mcp_tasks.auth.verifiers.dot.verify",
             "MCP_TASKS_TEST_ALLOW_ANONYMOUS": "0",
         }
     )
@@ -246,12 +246,12 @@ class ChromiumUser(Browser):
 
 async def test_sdk_client_signs_a_user_in_through_chromium(
     asgi_server: AsgiServerFactory,
-    browser: Any,  # the Chromium fixture of tests/browser.py
+    browser: Any,  # the Chromium fixture of tests/support/browser.py
 ) -> None:
     server = asgi_server(
         {
             **LIVE_SETTINGS,
-            "MCP_TASKS_TEST_TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify",
+            "MCP_TASKS_TEST_TOKEN_VERIFIER": "mcp_tasks.auth.verifiers.dot.verify",
             "MCP_TASKS_TEST_ALLOW_ANONYMOUS": "0",
         }
     )

@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
 from mcp_tasks.auth import principal_for
-from mcp_tasks.verifiers import dot
+from mcp_tasks.auth.verifiers import dot
 from project import settings as project_settings
 
 pytestmark = pytest.mark.django_db

@@ -18,8 +18,8 @@ from django.test import override_settings
 
 from mcp_tasks import AccessToken, MCPServer
 from mcp_tasks.auth import ANONYMOUS, Principal, principal_for
-from mcp_tasks.permissions import Access, allowed, clear_cache
-from tests.protocol_fixtures import modern_info, request, run
+from mcp_tasks.auth.permissions import Access, allowed, clear_cache
+from tests.support.protocol_fixtures import modern_info, request, run
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -266,6 +266,6 @@ async def test_zero_ttl_asks_every_time() -> None:
 
 
 async def _user(name: str, *perms: str) -> Any:
-    from mcp_tasks.db import db
+    from mcp_tasks.core.db import db
 
     return await db(user)(name, *perms)

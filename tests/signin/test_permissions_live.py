@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from tests.conftest import LiveServer
-from tests.results import task_text_of as text_of
-from tests.task_driver import TaskDriver, django_shell, task_capabilities, wait_released
-from tests.worker_fixtures import RqWorker
+from tests.support.results import task_text_of as text_of
+from tests.support.task_driver import TaskDriver, django_shell, task_capabilities, wait_released
+from tests.support.worker_fixtures import RqWorker
 
 pytestmark = [pytest.mark.live, pytest.mark.redis]
 

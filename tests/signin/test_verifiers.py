@@ -20,8 +20,8 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken as DotToken, Application
 
 from mcp_tasks.auth import principal_for
-from mcp_tasks.db import db
-from mcp_tasks.verifiers import dot, jwks
+from mcp_tasks.auth.verifiers import dot, jwks
+from mcp_tasks.core.db import db
 from tests.signin.asgi_calls import call, modern, request, scoped_tool
 
 pytestmark = [
@@ -148,7 +148,7 @@ def jwks_url(keys: dict[str, Any]) -> Iterator[str]:
     settings = {
         "JWT_ISSUER": ISSUER,
         "JWT_JWKS_URL": url,
-        "TOKEN_VERIFIER": "mcp_tasks.verifiers.jwks.verify",
+        "TOKEN_VERIFIER": "mcp_tasks.auth.verifiers.jwks.verify",
     }
     with override_settings(MCP_TASKS=settings):
         yield url
@@ -251,7 +251,7 @@ async def test_jwt_missing_the_tool_scope_gets_403(keys: dict[str, Any], jwks_ur
     assert allowed["status"] == 200
 
 
-DOT = {"TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify"}
+DOT = {"TOKEN_VERIFIER": "mcp_tasks.auth.verifiers.dot.verify"}
 
 
 @pytest.mark.usefixtures("endpoint")

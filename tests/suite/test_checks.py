@@ -10,8 +10,9 @@ from django.conf import settings
 from django.core.checks import CheckMessage
 from django.test import override_settings
 
-from mcp_tasks import checks, worker_checks
+from mcp_tasks import checks
 from mcp_tasks.asgi import mcp_application
+from mcp_tasks.checks import workers as worker_checks
 from mcp_tasks.conf import DEFAULTS
 
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
@@ -391,8 +392,8 @@ def test_each_problem_has_an_id_of_its_own() -> None:
     package = Path(mcp_tasks.__file__).parent
     written = [
         found
-        for module in ("checks.py", "worker_checks.py", "oauth_checks.py")
-        for found in re.findall(r'id="(mcp_tasks\.[EW]\d{3})"', (package / module).read_text())
+        for module in sorted((package / "checks").glob("*.py"))
+        for found in re.findall(r'id="(mcp_tasks\.[EW]\d{3})"', module.read_text())
     ]
     assert written and len(written) == len(set(written)), sorted(written)
 
@@ -410,20 +411,20 @@ def test_dot_verifier_without_oauth2_provider_is_e007() -> None:
     apps_without = [app for app in settings.INSTALLED_APPS if app != "oauth2_provider"]
     with override_settings(
         INSTALLED_APPS=apps_without,
-        MCP_TASKS={"TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify"},
+        MCP_TASKS={"TOKEN_VERIFIER": "mcp_tasks.auth.verifiers.dot.verify"},
     ):
         assert ids() == ["mcp_tasks.E007"]
 
 
 def test_dot_verifier_with_oauth2_provider_passes() -> None:
-    with override_settings(MCP_TASKS={"TOKEN_VERIFIER": "mcp_tasks.verifiers.dot.verify"}):
+    with override_settings(MCP_TASKS={"TOKEN_VERIFIER": "mcp_tasks.auth.verifiers.dot.verify"}):
         assert run() == []
 
 
 def test_jwks_verifier_without_issuer_is_e008() -> None:
     with override_settings(
         MCP_TASKS={
-            "TOKEN_VERIFIER": "mcp_tasks.verifiers.jwks.verify",
+            "TOKEN_VERIFIER": "mcp_tasks.auth.verifiers.jwks.verify",
             "JWT_JWKS_URL": "https://issuer.example.com/jwks",
         }
     ):
@@ -434,12 +435,27 @@ def test_jwks_verifier_without_issuer_is_e008() -> None:
 
 def test_jwks_verifier_with_issuer_and_keys_passes() -> None:
     config = {
-        "TOKEN_VERIFIER": "mcp_tasks.verifiers.jwks.verify",
+        "TOKEN_VERIFIER": "mcp_tasks.auth.verifiers.jwks.verify",
         "JWT_ISSUER": "https://issuer.example.com",
         "JWT_JWKS_URL": "https://issuer.example.com/jwks",
     }
     with override_settings(MCP_TASKS=config):
         assert run() == []
+
+
+@pytest.mark.parametrize("kind", ["dot", "jwks"])
+def test_a_verifier_by_its_path_before_0_2_is_w011_and_checked_as_the_new_one(kind: str) -> None:
+    apps_without = [app for app in settings.INSTALLED_APPS if app != "oauth2_provider"]
+    with override_settings(
+        INSTALLED_APPS=apps_without,
+        MCP_TASKS={"TOKEN_VERIFIER": f"mcp_tasks.verifiers.{kind}.verify"},
+    ):
+        messages = run()
+    assert [m.id for m in messages] == [
+        "mcp_tasks.W011",
+        {"dot": "mcp_tasks.E007", "jwks": "mcp_tasks.E008"}[kind],
+    ]
+    assert f"mcp_tasks.auth.verifiers.{kind}.verify" in (messages[0].hint or "")
 
 
 @pytest.mark.parametrize("resource", ["mcp.example.com/mcp", "https://mcp.example.com/mcp#x"])
@@ -588,7 +604,7 @@ def test_a_tools_queue_missing_from_rq_queues_is_e012() -> None:
     from types import SimpleNamespace
 
     from mcp_tasks import TaskConfig
-    from mcp_tasks.server import mcp
+    from mcp_tasks.authoring.registry import mcp
 
     tool = SimpleNamespace(name="export", task=TaskConfig(queue="reports"))
     with mock.patch.dict(mcp.tools, {"export": tool}):

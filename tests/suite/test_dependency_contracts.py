@@ -537,7 +537,7 @@ class TestUvicorn:
         from uvicorn.protocols.http.h11_impl import H11Protocol
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-        from mcp_tasks.transport import uvicorn_http
+        from mcp_tasks.contrib import uvicorn_http
 
         return [
             (H11Protocol, uvicorn_http.H11Protocol),
@@ -588,10 +588,10 @@ class TestUvicorn:
     def test_uvicorn_loads_the_http_protocol_from_an_import_string(self) -> None:
         import uvicorn
 
-        from mcp_tasks.transport.uvicorn_http import HttpToolsProtocol
+        from mcp_tasks.contrib.uvicorn_http import HttpToolsProtocol
 
         config = uvicorn.Config(
-            self.app, http="mcp_tasks.transport.uvicorn_http:HttpToolsProtocol", log_config=None
+            self.app, http="mcp_tasks.contrib.uvicorn_http:HttpToolsProtocol", log_config=None
         )
         config.load()
         assert config.http_protocol_class is HttpToolsProtocol
@@ -601,7 +601,7 @@ class TestUvicorn:
 
 
 class TestChannels:
-    """transport/consumer.py, layers.py, checks.py (E004), asgi.py."""
+    """transport/consumer.py, layers.py, checks/__init__.py (E017), asgi.py."""
 
     CHECKED = ">=4.2,<4.4"
 
@@ -642,7 +642,7 @@ class TestChannels:
         from channels.security.websocket import AllowedHostsOriginValidator
 
         inner = object()
-        # checks.py follows "inner" and "application" (at most 6 levels) to find mcp_tasks.
+        # checks/__init__.py follows "inner" and "application" (at most 6 levels) to find mcp_tasks.
         found, app, depth = False, AllowedHostsOriginValidator(AuthMiddlewareStack(inner)), 0
         while app is not None and depth <= 6:
             if app is inner:

@@ -28,7 +28,7 @@ def test_the_readme_documents_no_unknown_setting() -> None:
 
 def test_every_system_check_id_is_in_the_readme_table() -> None:
     package = Path(__file__).resolve().parents[2] / "mcp_tasks"
-    source = "".join(path.read_text() for path in sorted(package.glob("*checks.py")))
+    source = "".join(path.read_text() for path in sorted(package.glob("checks/*.py")))
     ids = set(re.findall(r'id="(mcp_tasks\.[EW]\d{3})"', source))
     documented = set(re.findall(r"^\| `(mcp_tasks\.[EW]\d{3})` \|", README, flags=re.MULTILINE))
     assert ids == documented

@@ -14,70 +14,30 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "mcp_tasks"
 
-#: Lowest first. A module may import its own layer and the layers of a lower rank; layers
-#: of one rank are siblings that never import each other.
+#: Lowest first: each layer is a folder of the package (a few base and persistence modules,
+#: and the composition, sit at its root). A module belongs to the layer of its longest listed
+#: prefix. A module may import its own layer and the layers of a lower rank; layers of one
+#: rank are siblings that never import each other.
 LAYERS: dict[str, tuple[int, frozenset[str]]] = {
-    "base": (
-        0,
-        frozenset(
-            {
-                "auth",
-                "background",
-                "conf",
-                "db",
-                "exceptions",
-                "gc_freeze",
-                "groups",
-                "jsonrpc",
-                "jsontext",
-                "layers",
-                "task_contract",
-            }
-        ),
-    ),
-    "persistence": (1, frozenset({"models", "migrations", "sessions", "signals", "stream_events"})),
-    "authoring": (
-        2,
-        frozenset(
-            {
-                "context",
-                "elicitation",
-                "inputs",
-                "lifespan",
-                "permissions",
-                "retries",
-                "server",
-                "tool_call",
-                "verifiers",
-            }
-        ),
-    ),
-    "protocol": (3, frozenset({"protocol"})),
-    "task engine": (3, frozenset({"tasks"})),
-    "transport": (4, frozenset({"transport"})),
-    "admin": (
-        5,
-        frozenset(
-            {"admin", "admin_actions", "admin_forms", "admin_live", "admin_waiting", "templatetags"}
-        ),
-    ),
+    "base": (0, frozenset({"core", "conf", "exceptions", "jsontext", "layers"})),
+    # mcp_tasks.verifiers: the deprecated paths of auth.verifiers (until 0.3)
+    "auth": (1, frozenset({"auth", "verifiers"})),
+    "persistence": (2, frozenset({"models", "migrations", "sessions", "signals", "stream_events"})),
+    "authoring": (3, frozenset({"authoring"})),
+    "protocol": (4, frozenset({"protocol"})),
+    "task engine": (4, frozenset({"tasks"})),
+    "transport": (5, frozenset({"transport"})),
+    # transport.uvicorn_http: the deprecated path of contrib.uvicorn_http (until 0.3)
+    "contrib": (6, frozenset({"contrib", "transport.uvicorn_http"})),
+    "admin": (6, frozenset({"admin", "templatetags"})),
     "composition": (
-        6,
-        frozenset(
-            {
-                "__init__",
-                "apps",
-                "asgi",
-                "checks",
-                "endpoint",
-                "management",
-                "oauth_checks",
-                "testing",
-                "worker_checks",
-            }
-        ),
+        7,
+        frozenset({"__init__", "apps", "asgi", "checks", "endpoint", "management", "testing"}),
     ),
 }
+
+#: At most this many modules at the package's root: the rest live in their layer's folder.
+ROOT_MODULES_AT_MOST = 14
 
 #: Modules whose imports inside functions are there for Django's start-up order, not to
 #: hide a cycle: ``AppConfig.ready`` imports what needs the app registry; ``asgi.py`` is
@@ -137,11 +97,12 @@ def _all_imports() -> list[Import]:
 
 
 def layer_of(module: str) -> str:
-    parts = module.split(".")
-    key = parts[1] if len(parts) > 1 else "__init__"
-    for name, (_, members) in LAYERS.items():
-        if key in members:
-            return name
+    parts = module.split(".")[1:] or ["__init__"]
+    for length in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:length])
+        for name, (_, members) in LAYERS.items():
+            if prefix in members:
+                return name
     raise LookupError(f"{module} is in no layer: add it to LAYERS")
 
 
@@ -164,9 +125,14 @@ def test_every_module_is_in_a_layer() -> None:
     assert len(modules) > 50  # the scan saw the package
 
 
+def test_the_root_holds_few_modules() -> None:
+    root = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert 0 < len(root) <= ROOT_MODULES_AT_MOST, root
+
+
 def test_no_import_runs_up_a_layer_or_across_siblings() -> None:
     imports = _all_imports()
-    assert any(item.target == "mcp_tasks.jsonrpc" for item in imports)  # the scan sees imports
+    assert any(item.target == "mcp_tasks.core.jsonrpc" for item in imports)  # the scan sees imports
     assert violations(imports) == []
 
 
@@ -184,8 +150,10 @@ def test_no_function_level_import_inside_the_package() -> None:
     [
         ("mcp_tasks.protocol.dispatch", "mcp_tasks.tasks.engine"),  # siblings
         ("mcp_tasks.tasks.job", "mcp_tasks.protocol.constants"),  # siblings
-        ("mcp_tasks.models", "mcp_tasks.server"),  # up
+        ("mcp_tasks.models", "mcp_tasks.authoring.registry"),  # up
         ("mcp_tasks.protocol.handlers", "mcp_tasks.transport.http"),  # up
+        ("mcp_tasks.tasks.lifecycle", "mcp_tasks.admin.events"),  # up: the engine knows no admin
+        ("mcp_tasks.core.db", "mcp_tasks.auth"),  # up
     ],
 )
 def test_the_check_refuses_an_upward_or_sideways_import(source: str, target: str) -> None:
@@ -193,11 +161,11 @@ def test_the_check_refuses_an_upward_or_sideways_import(source: str, target: str
 
 
 def test_the_scan_finds_function_level_imports() -> None:
-    text = "from . import queue\n\ndef later():\n    from ..server import mcp\n"
+    text = "from . import queue\n\ndef later():\n    from ..authoring.registry import mcp\n"
     found = _imports(PACKAGE / "tasks" / "service.py", text)
     assert [(item.target, item.in_function) for item in found] == [
         ("mcp_tasks.tasks.queue", False),
-        ("mcp_tasks.server", True),
+        ("mcp_tasks.authoring.registry", True),
     ]
 
 

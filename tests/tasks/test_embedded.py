@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.worker_fixtures import ListenStream, capabilities, wait_for_path
+from tests.support.worker_fixtures import ListenStream, capabilities, wait_for_path
 
 pytestmark = pytest.mark.live
 

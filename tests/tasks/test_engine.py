@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.results import task_text_of as text_of
-from tests.worker_fixtures import (
+from tests.support.results import task_text_of as text_of
+from tests.support.worker_fixtures import (
     TASKS_EXTENSION,
     capabilities,
     db_rows,

@@ -22,8 +22,8 @@ from redis import Redis
 from rq import Queue
 
 from mcp_tasks import TaskConfig
+from mcp_tasks.authoring.registry import MCPServer, mcp
 from mcp_tasks.models import Task
-from mcp_tasks.server import MCPServer, mcp
 from mcp_tasks.tasks import embedded, fair_queue, queue
 from mcp_tasks.tasks.rq_bookkeeping import Bookkeeping, Room, Taken
 from mcp_tasks.tasks.worker import EmbeddedTaskWorker

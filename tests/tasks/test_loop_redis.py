@@ -17,7 +17,7 @@ from rq import Queue
 
 from mcp_tasks.models import Task
 from mcp_tasks.tasks import fair_queue, loop_redis, queue
-from tests.worker_fixtures import free_port
+from tests.support.worker_fixtures import free_port
 
 pytestmark = pytest.mark.redis
 

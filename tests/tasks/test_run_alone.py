@@ -16,7 +16,7 @@ from channels.layers import get_channel_layer
 from django.db import connections
 from django.test import override_settings
 
-from mcp_tasks import groups, task_contract
+from mcp_tasks.core import groups, task_contract
 from mcp_tasks.tasks import service
 from mcp_tasks.tasks.job import run_task
 

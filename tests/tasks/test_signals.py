@@ -13,7 +13,8 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.dispatch import Signal
 
-from mcp_tasks import signals, task_contract
+from mcp_tasks import signals
+from mcp_tasks.core import task_contract
 from mcp_tasks.models import Task, TaskStatus
 from mcp_tasks.tasks import service
 

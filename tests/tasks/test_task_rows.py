@@ -12,8 +12,8 @@ from django.db import IntegrityError, connection, connections, transaction
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
-from mcp_tasks import task_contract
-from mcp_tasks.db import db
+from mcp_tasks.core import task_contract
+from mcp_tasks.core.db import db
 from mcp_tasks.models import Task, TaskSnapshot, TaskStatus
 from mcp_tasks.tasks import changes, rows, service
 from mcp_tasks.tasks.loop_database import LoopDatabase
@@ -246,8 +246,9 @@ def test_a_result_from_the_event_loop_goes_to_django_only_for_a_listener(
 ) -> None:
     """With no receiver of the status signals and no live admin page open, a completion sent
     from the worker's loop makes no hop to Django's thread; with a receiver, it is sent."""
-    from mcp_tasks import db as db_module, signals
-    from mcp_tasks.tasks import admin_events
+    from mcp_tasks import signals
+    from mcp_tasks.admin import events as admin_events
+    from mcp_tasks.core import db as db_module
 
     hops: list[Any] = []
     in_thread = db_module._in_thread

@@ -13,7 +13,7 @@ from django.test import override_settings
 from django.utils import timezone
 from rq.job import Job, JobStatus
 
-from mcp_tasks import task_contract
+from mcp_tasks.core import task_contract
 from mcp_tasks.models import (
     InputRequest,
     InputRequestStatus,
@@ -838,11 +838,11 @@ def test_a_question_and_its_answer_cost_a_bounded_number_of_queries(
 async def test_a_held_tasks_get_answers_at_the_first_change_progress_included(
     orm_thread_closed: None,
 ) -> None:
-    from mcp_tasks.db import db
+    from mcp_tasks.authoring.registry import mcp
+    from mcp_tasks.core.db import db
     from mcp_tasks.protocol.task_methods import TaskMethods
-    from mcp_tasks.server import mcp
     from mcp_tasks.tasks.engine import Engine
-    from tests.protocol_fixtures import FakeSink, modern_info
+    from tests.support.protocol_fixtures import FakeSink, modern_info
 
     task = await db(new_task)(access_token=None, principal_scope="anonymous")
 

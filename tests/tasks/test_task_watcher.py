@@ -13,10 +13,10 @@ import pytest
 from channels_redis.pubsub import RedisPubSubChannelLayer
 from django.utils import timezone
 
-from mcp_tasks import groups
+from mcp_tasks.core import groups
 from mcp_tasks.tasks import service
 from mcp_tasks.transport.task_watcher import TaskWatcher
-from tests.worker_fixtures import task_id_in_shard_of
+from tests.support.worker_fixtures import task_id_in_shard_of
 
 pytestmark = pytest.mark.redis
 

@@ -22,7 +22,7 @@ import redis
 from rq.registry import StartedJobRegistry
 
 from tests.conftest import ROOT
-from tests.worker_fixtures import (
+from tests.support.worker_fixtures import (
     QUEUE,
     wait_for_exit,
     wait_for_path,

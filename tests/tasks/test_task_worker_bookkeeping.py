@@ -22,8 +22,8 @@ from django.db import connections
 from redis import Redis
 from rq import Queue
 
-from mcp_tasks import task_contract
-from mcp_tasks.db import db
+from mcp_tasks.core import task_contract
+from mcp_tasks.core.db import db
 from mcp_tasks.models import Task
 from mcp_tasks.tasks import embedded, fair_queue, queue as task_queue, service
 from mcp_tasks.tasks.rq_bookkeeping import Taken

@@ -1,5 +1,5 @@
 """The tasks extension (``io.modelcontextprotocol/tasks``) on the modern wire, over real HTTP
-against live servers with real rq workers on a real Redis (``tests.worker_fixtures``)."""
+against live servers with real rq workers on a real Redis (``tests.support.worker_fixtures``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from mcp_tasks import groups
+from mcp_tasks.core import groups
 from tests.live_tools.task_tools import SECRET_DETAIL
-from tests.worker_fixtures import (
+from tests.support.worker_fixtures import (
     TASKS_EXTENSION,
     ListenStream,
     capabilities,

@@ -25,7 +25,7 @@ from django.db.backends.signals import connection_created
 from django.test import override_settings
 from django.utils.module_loading import import_string
 
-from mcp_tasks.db import db
+from mcp_tasks.core.db import db
 from mcp_tasks.tasks import embedded, embedded_worker
 from mcp_tasks.testing import McpClient
 
@@ -64,7 +64,7 @@ def read_uncommitted(value: int) -> None:
 
 
 async def _on_the_orm_thread(fn: Callable[[], None]) -> None:
-    """``fn`` in Django's thread for sync code, which ``mcp_tasks.db.db`` calls run in."""
+    """``fn`` in Django's thread for sync code, which ``mcp_tasks.core.db.db`` calls run in."""
     await db(fn)()
 
 

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 
 from mcp_tasks.testing import McpClient, Progress
-from tests.live import CLIENT_TOKEN
+from tests.support.live import CLIENT_TOKEN
 
 pytestmark = pytest.mark.live
 

@@ -1,6 +1,6 @@
 """Connections that waited too long in the kernel's accept queue get 503 (issue 10 §3).
 
-``mcp_tasks.transport.uvicorn_http``'s protocols read how long a new connection waited before
+``mcp_tasks.contrib.uvicorn_http``'s protocols read how long a new connection waited before
 uvicorn accepted it and refuse it past ``MAX_ACCEPT_WAIT``. The live tests make a real
 uvicorn (uvloop) fall behind the only way that needs no timing: they stop the process
 (``SIGSTOP``) while clients connect and send their calls, then let it run again. What waited
@@ -23,9 +23,9 @@ from typing import Any
 import httpx
 import pytest
 
-from mcp_tasks.transport.uvicorn_http import accept_wait, listener_of, refusal_response
+from mcp_tasks.contrib.uvicorn_http import accept_wait, listener_of, refusal_response
 from tests.conftest import AsgiServerFactory, LiveServer
-from tests.live import final_message, modern_headers, modern_request
+from tests.support.live import final_message, modern_headers, modern_request
 from tests.transport.refusals import assert_refused
 
 linux_only = pytest.mark.skipif(
@@ -132,8 +132,8 @@ PROTOCOLS = ["HttpToolsProtocol", "H11Protocol"]
 def start(asgi_server: AsgiServerFactory, protocol: str, limit: str) -> LiveServer:
     return asgi_server(
         {
-            "DJANGO_SETTINGS_MODULE": "tests.live_settings",
-            "UVICORN_HTTP": f"mcp_tasks.transport.uvicorn_http:{protocol}",
+            "DJANGO_SETTINGS_MODULE": "tests.support.live_settings",
+            "UVICORN_HTTP": f"mcp_tasks.contrib.uvicorn_http:{protocol}",
             "MCP_TASKS_TEST_MAX_ACCEPT_WAIT": limit,
         },
         server="uvicorn",
@@ -237,9 +237,9 @@ def test_one_late_connection_empties_the_queue_of_late_ones_and_serves_the_first
     from uvicorn.config import Config
     from uvicorn.server import ServerState
 
-    from mcp_tasks.transport import uvicorn_http
+    from mcp_tasks.contrib import uvicorn_http
 
-    config = Config(hello_app, http=f"mcp_tasks.transport.uvicorn_http:{protocol}", lifespan="off")
+    config = Config(hello_app, http=f"mcp_tasks.contrib.uvicorn_http:{protocol}", lifespan="off")
     config.load()
     state = ServerState()
     refused_by_the_drain: list[bytes] = []

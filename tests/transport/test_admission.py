@@ -2,7 +2,7 @@
 progress, a new POST gets HTTP 503 with ``Retry-After`` and a JSON-RPC error at once; streams
 don't count; once the requests in progress end, all is normal again.
 
-One live server (``tests.live_settings`` with ``MAX_REQUESTS_IN_PROGRESS`` = 3) per test;
+One live server (``tests.support.live_settings`` with ``MAX_REQUESTS_IN_PROGRESS`` = 3) per test;
 the requests are held by the ``wait_for_gate`` tool until the test writes the gate file.
 No timing is asserted.
 """
@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import AsgiServerFactory, LiveServer
-from tests.live import (
+from tests.support.live import (
     await_file,
     final_message,
     legacy_headers,
@@ -38,7 +38,7 @@ LIMIT = 3
 def server(asgi_server: AsgiServerFactory) -> LiveServer:
     return asgi_server(
         {
-            "DJANGO_SETTINGS_MODULE": "tests.live_settings",
+            "DJANGO_SETTINGS_MODULE": "tests.support.live_settings",
             "MCP_TASKS_TEST_MAX_REQUESTS_IN_PROGRESS": str(LIMIT),
         }
     )

@@ -38,7 +38,7 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from mcp_tasks.protocol.constants import http_status_for
 from tests.conftest import LiveServer
-from tests.live import (
+from tests.support.live import (
     ACCEPT_BOTH,
     LEGACY,
     MODERN,

@@ -15,7 +15,7 @@ from redis import Redis
 from rq import Queue
 
 from mcp_tasks.asgi import mcp_application
-from mcp_tasks.gc_freeze import freeze_startup_objects
+from mcp_tasks.core.gc_freeze import freeze_startup_objects
 from mcp_tasks.tasks.worker import EmbeddedTaskWorker, TaskWorker
 
 

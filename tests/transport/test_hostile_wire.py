@@ -1,6 +1,6 @@
 """Hostile input over real HTTP (issue 10 §1, §2): every request gets an answer, no 5xx.
 
-One live daphne server (``tests.live_settings``) on the session's private Redis, with a real
+One live daphne server (``tests.support.live_settings``) on the session's private Redis, with a real
 ``manage.py rqworker`` for the tests that run tasks, on the run's database (SQLite, or
 PostgreSQL when the run is on PostgreSQL: that is where a NUL cannot be stored).
 
@@ -28,7 +28,8 @@ import httpx
 import pytest
 
 from tests.conftest import LiveServer
-from tests.live import (
+from tests.live_tools.hostile_tools import STORED
+from tests.support.live import (
     LEGACY,
     final_message,
     legacy_headers,
@@ -39,10 +40,9 @@ from tests.live import (
     sse_messages,
     start_module_server,
 )
-from tests.live_tools.hostile_tools import STORED
-from tests.results import task_text_of as text_of
-from tests.task_driver import TaskDriver, task_capabilities
-from tests.worker_fixtures import RedisProcess, RqWorker, db_rows, start_rq_worker
+from tests.support.results import task_text_of as text_of
+from tests.support.task_driver import TaskDriver, task_capabilities
+from tests.support.worker_fixtures import RedisProcess, RqWorker, db_rows, start_rq_worker
 
 pytestmark = [pytest.mark.live, pytest.mark.redis, pytest.mark.usefixtures("show_server_output")]
 

@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from tests.conftest import LiveServer
-from tests.live import (
+from tests.live_tools.tools import SECRET_DETAIL
+from tests.support.live import (
     ACCEPT_BOTH,
     LEGACY,
     MODERN,
@@ -23,7 +24,6 @@ from tests.live import (
     modern_request,
     start_module_server,
 )
-from tests.live_tools.tools import SECRET_DETAIL
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
-from ...jsonrpc import INVALID_PARAMS, MISSING_CLIENT_CAPABILITY
+from ...core.jsonrpc import INVALID_PARAMS, MISSING_CLIENT_CAPABILITY
 from ...protocol.constants import TASKS_EXTENSION
 from ...testing import (
     InputRequiredError,

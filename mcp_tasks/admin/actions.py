@@ -1,0 +1,134 @@
+"""Operator actions of the task admin: retry a failed task, and answer a task's only open
+question from the task page.
+
+Retrying needs ``mcp_tasks.retry_task``; answering needs ``mcp_tasks.answer_inputrequest``
+and posts to the question's Answer page (the one answer path), which comes back to the
+task page.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import reverse
+from django.utils.html import format_html
+
+from ..core import task_contract
+from ..models import InputRequest, InputRequestStatus, Task, TaskStatus
+from ..tasks import crypto, service
+from ..tasks.retry import NotRetryable, retry
+from .forms import ELICIT, answer_form, answer_url
+
+RETRY_PERMISSION = "mcp_tasks.retry_task"
+ANSWER_PERMISSION = "mcp_tasks.answer_inputrequest"
+#: The hidden field that brings an answer given on the task page back to the task page.
+RETURN_TO_TASK = "_return_to_task"
+
+
+def can_retry(request: HttpRequest) -> bool:
+    return request.user.has_perm(RETRY_PERMISSION)
+
+
+def retry_url(task: Task) -> str:
+    return reverse("admin:mcp_tasks_task_retry", args=[quote(task.pk)])
+
+
+def _task_url(task_id: str) -> str:
+    return reverse("admin:mcp_tasks_task_change", args=[quote(task_id)])
+
+
+def _retry_one(request: HttpRequest, task_id: str) -> Task | None:
+    """Retry ``task_id``; tell the operator why not when it cannot be."""
+    try:
+        return retry(task_id)
+    except task_contract.TaskNotFound:
+        messages.error(request, "No such task.")
+    except NotRetryable as exc:
+        messages.warning(request, f"Task {task_id[:8]}… was not retried: {exc}.")
+    except crypto.SnapshotDecryptionError:
+        messages.error(
+            request,
+            f"Task {task_id[:8]}… was not retried: its snapshot cannot be decrypted "
+            "(SECRET_KEY changed without SECRET_KEY_FALLBACKS).",
+        )
+    except RuntimeError as exc:  # the queue is unavailable: the new task failed at once
+        messages.error(request, f"Task {task_id[:8]}… was not retried: {exc}.")
+    return None
+
+
+def retry_view(model_admin: admin.ModelAdmin[Task], request: HttpRequest, object_id: str) -> Any:
+    """POST only: retry the task and show the new one."""
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    if not model_admin.has_view_permission(request) or not can_retry(request):
+        raise PermissionDenied
+    task_id = unquote(object_id)
+    new = _retry_one(request, task_id)
+    if new is None:
+        return HttpResponseRedirect(_task_url(task_id))
+    messages.success(request, f"Retrying task {task_id[:8]}… as this new task.")
+    return HttpResponseRedirect(_task_url(new.id))
+
+
+def retry_tasks(request: HttpRequest, queryset: QuerySet[Task]) -> None:
+    """The list action: retry every failed task selected, skip the others."""
+    retried = []
+    failed = queryset.filter(status=TaskStatus.FAILED).values_list("id", flat=True)
+    for task_id in failed:
+        new = _retry_one(request, task_id)
+        if new is not None:
+            retried.append(new)
+    skipped = queryset.exclude(status=TaskStatus.FAILED).count()
+    if retried:
+        links = format_html(
+            ", ".join(['<a href="{}">{}…</a>'] * len(retried)),
+            *[part for new in retried for part in (_task_url(new.id), new.id[:8])],
+        )
+        plural = "" if len(retried) == 1 else "s"
+        messages.success(
+            request, format_html("Retried {} task{}: {}.", len(retried), plural, links)
+        )
+    if skipped:
+        messages.warning(request, f"Left {skipped} task(s) alone: only failed tasks are retried.")
+
+
+def quick_answer(request: HttpRequest, task_id: str) -> dict[str, Any] | None:
+    """The task page's answer form: only when the task has exactly one open question and
+    the operator may answer it."""
+    if not request.user.has_perm(ANSWER_PERMISSION):
+        return None
+    waiting = list(
+        InputRequest.objects.filter(task_id=task_id, status=InputRequestStatus.PENDING)
+        .select_related("task")
+        .order_by("sequence")[:2]
+    )
+    if len(waiting) != 1 or waiting[0].task.is_terminal:
+        return None
+    (question,) = waiting
+    form = answer_form(question, None)
+    model_form = cast(Any, form)  # the admin's helpers are typed for ModelForms only
+    return {
+        "question": question,
+        "text": service.question_text(question.method, question.params or {}),
+        "url": answer_url(question),
+        "form": form,
+        "adminform": helpers.AdminForm(
+            model_form, [("Your answer", {"fields": list(form.fields)})], {}
+        ),
+        "is_elicitation": question.method == ELICIT,
+        "return_field": RETURN_TO_TASK,
+    }
+
+
+def after_answer(request: HttpRequest, question: InputRequest) -> HttpResponse:
+    """Where the Answer page goes after a POST: back to the task page when the answer came
+    from there, else to itself."""
+    if request.POST.get(RETURN_TO_TASK):
+        return HttpResponseRedirect(_task_url(question.task_id))
+    return HttpResponseRedirect(request.path)

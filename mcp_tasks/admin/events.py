@@ -1,0 +1,47 @@
+"""Live admin pages: the task service's events, forwarded to the channel layer's
+:data:`~mcp_tasks.core.groups.ADMIN` group, where :mod:`mcp_tasks.admin.live` consumers hear
+them. Progress of a task reaches them through the task's own group, which the service
+already publishes to.
+
+The service announces its events through :mod:`mcp_tasks.tasks.announcements`, where
+:class:`~mcp_tasks.apps.McpTasksConfig` installs this module (not through
+:mod:`mcp_tasks.signals` receivers: a receiver counts as a listener, and a listener makes the
+worker's completion hop to Django's thread to send the signal, even while no page is open). Announced only while
+``ADMIN_LIVE_PATH`` is set; published only while a live admin page is open somewhere
+(:mod:`mcp_tasks.admin.watchers`)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+
+from ..conf import DEFAULTS
+from ..tasks import notify
+from . import watchers
+
+_DEFAULT_PATH = DEFAULTS["ADMIN_LIVE_PATH"]
+
+
+def enabled() -> bool:
+    """``ADMIN_LIVE_PATH`` is set (read from the settings: a broken dict is E003's business)."""
+    user = getattr(settings, "MCP_TASKS", None)
+    user = {} if user is None else user
+    return isinstance(user, dict) and user.get("ADMIN_LIVE_PATH", _DEFAULT_PATH) is not None
+
+
+def announce(task_id: str, event: str) -> None:
+    """Tell the live admin pages that ``task_id`` changed; nothing while none is open."""
+    if enabled() and watchers.pages_open():
+        notify.publish_admin_event(task_id, event)
+
+
+def announce_on_commit(task_id: str, event: str) -> None:
+    """:func:`announce` once the current transaction commits (at once outside one)."""
+    if enabled():
+        transaction.on_commit(lambda: announce(task_id, event))
+
+
+def may_announce() -> bool:
+    """Whether :func:`announce` could publish now; False only when it surely would not
+    (off, or no page open as last read), so async callers skip a hop to the ORM thread."""
+    return enabled() and watchers.may_be_open()

@@ -1,0 +1,614 @@
+"""The operator UI: tasks, their logs and questions, and an Answer page for waiting questions.
+
+The task list shows which tasks wait (for a concurrency slot, their next attempt or a worker)
+and which principals have active tasks, with their counts.
+
+Rows are read-only here. The only writes are the "Cancel" and "Retry" actions and the Answer
+page (also embedded in a task page with one open question), and all go through
+:mod:`mcp_tasks.tasks.service`, the same functions the MCP wire uses. Permissions: viewing
+follows Django's view permissions; cancelling needs ``mcp_tasks.change_task``; retrying
+``mcp_tasks.retry_task``; answering ``mcp_tasks.answer_inputrequest``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.utils import flatten_fieldsets, quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.timesince import timesince
+
+from ..conf import get_config
+from ..core import task_contract
+from ..models import InputRequest, InputRequestStatus, Task, TaskLogEntry, TaskStatus
+from ..tasks import service
+from . import actions as admin_actions, forms as admin_forms
+from .forms import ELICIT, ROOTS, SAMPLE, answer_form, answer_url
+from .waiting import (
+    PrincipalFilter,
+    WaitingForFilter,
+    attempts_of,
+    render_attempt,
+    waiting_labels,
+    warn_of_unserved_queues,
+)
+
+ANSWER_PERMISSION = "mcp_tasks.answer_inputrequest"
+CANCEL_PERMISSION = "mcp_tasks.change_task"
+KINDS = {ELICIT: "Question", SAMPLE: "Model request (sampling)", ROOTS: "Roots request"}
+
+
+def pretty_json(value: Any) -> SafeString:
+    """``value`` as indented JSON in a ``<pre>`` block."""
+    if value is None:
+        return format_html('<span class="mcp-empty">{}</span>', "—")
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return format_html('<pre class="mcp-json">{}</pre>', text)
+
+
+def render_progress(task: Task) -> SafeString | str:
+    """A bar when the tool reported progress with a total, the bare count without one."""
+    if task.progress is None:
+        return "—"
+    if not task.progress_total:
+        return f"{task.progress:g}"
+    percent = max(0.0, min(100.0, 100.0 * task.progress / task.progress_total))
+    label = f"{task.progress:g}/{task.progress_total:g}"
+    return format_html(
+        '<span class="mcp-nowrap"><span class="mcp-progress" role="progressbar" '
+        'aria-valuenow="{}" aria-valuemin="0" aria-valuemax="100" title="{}">'
+        '<span style="width: {}%"></span></span> {}</span>',
+        f"{percent:.0f}",
+        label,
+        f"{percent:.1f}",
+        label,
+    )
+
+
+def answerer(question: InputRequest) -> str:
+    """Who answered, for people: "alice (admin)", "the MCP client", "nobody (timed out)"."""
+    if question.status == InputRequestStatus.EXPIRED:
+        return "nobody (timed out)"
+    if question.status == InputRequestStatus.CLOSED:
+        return "nobody (the task ended)"
+    if question.answered_by_user is not None:
+        return f"{question.answered_by_user.get_username()} (admin)"
+    if question.answered_by == "client":
+        return "the MCP client"
+    return question.answered_by or "—"
+
+
+def task_url(task_id: str) -> str:
+    return reverse("admin:mcp_tasks_task_change", args=[quote(task_id)])
+
+
+def queue_dashboard_url() -> str | None:
+    """django-rq's dashboard: the project's ``django_rq.urls`` include, or the one
+    django-rq mounts inside the admin."""
+    for name in ("django_rq:home", "admin:django_rq_home"):
+        try:
+            return reverse(name)
+        except NoReverseMatch:
+            continue
+    return None
+
+
+def can_answer(request: HttpRequest) -> bool:
+    return request.user.has_perm(ANSWER_PERMISSION)
+
+
+def sees_tasks(request: HttpRequest) -> bool:
+    """Staff allowed to look at tasks and their questions."""
+    perms = ("view_task", "change_task", "answer_inputrequest", "view_inputrequest")
+    return any(request.user.has_perm(f"mcp_tasks.{perm}") for perm in perms)
+
+
+class ReadOnly:
+    """No add, change or delete through the admin's own forms; viewing as tasks allow."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return sees_tasks(request)
+
+
+class QuestionColumns:
+    """Columns shared by the task page's questions and the Waiting questions list."""
+
+    @admin.display(description="question")
+    def question(self, obj: InputRequest) -> str:
+        return service.question_text(obj.method, obj.params or {})
+
+    @admin.display(description="kind", ordering="method")
+    def kind(self, obj: InputRequest) -> str:
+        return KINDS.get(obj.method, obj.method)
+
+    @admin.display(description="answered by")
+    def answered(self, obj: InputRequest) -> str:
+        if obj.status == InputRequestStatus.PENDING:
+            return "—"
+        when = obj.answered_at and timezone.localtime(obj.answered_at).strftime("%Y-%m-%d %H:%M:%S")
+        return f"{answerer(obj)} {when or ''}".strip()
+
+    @admin.display(description="")
+    def answer_link(self, obj: InputRequest) -> SafeString:
+        label = "Answer" if obj.status == InputRequestStatus.PENDING else "Details"
+        return format_html('<a class="button" href="{}">{}</a>', answer_url(obj), label)
+
+
+# -- tasks ------------------------------------------------------------------------------------
+
+
+class QuestionInline(ReadOnly, QuestionColumns, admin.TabularInline):  # type: ignore[type-arg]
+    model = InputRequest
+    verbose_name, verbose_name_plural = "question", "questions"
+    fields = ("created_at", "kind", "question", "status", "answer", "answered", "answer_link")
+    readonly_fields = fields
+    extra = 0
+    ordering = ("sequence",)
+
+    @admin.display(description="answer")
+    def answer(self, obj: InputRequest) -> SafeString | str:
+        if obj.response is None:
+            return "—"
+        return format_html("<code>{}</code>", json.dumps(obj.response, ensure_ascii=False))
+
+
+class LogInline(ReadOnly, admin.TabularInline):  # type: ignore[type-arg]
+    model = TaskLogEntry
+    verbose_name, verbose_name_plural = "log line", "log"
+    fields = ("created_at", "level", "logger_name", "message")
+    readonly_fields = fields
+    extra = 0
+
+    @admin.display(description="message")
+    def message(self, obj: TaskLogEntry) -> SafeString | str:
+        return obj.data if isinstance(obj.data, str) else pretty_json(obj.data)
+
+
+_RUN_FIELDS = (
+    "client",
+    "runs",
+    "queue",
+    "worker_name",
+    "waiting_worker",
+    "heartbeat_at",
+    "session_id",
+)
+
+
+# -- tasks: the list and the page -------------------------------------------------------------
+
+
+@admin.register(Task)
+class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = (
+        "short_id",
+        "tool_name",
+        "status",
+        "waiting",
+        "attempt_column",
+        "principal",
+        "oauth_client",
+        "progress_bar",
+        "created_at",
+        "updated_at",
+    )
+    list_display_links = ("short_id",)
+    list_filter = ("status", WaitingForFilter, PrincipalFilter, "tool_name")
+    search_fields = ("^id", "tool_name")
+    date_hierarchy = "created_at"
+    actions = ["cancel_tasks", "retry_tasks"]
+    inlines = [QuestionInline, LogInline]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": (
+                    "id",
+                    "tool_name",
+                    "status",
+                    "status_message",
+                    "waiting_for_page",
+                    "attempt_page",
+                    "progress_bar",
+                    "principal_scope",
+                    "client_id",
+                    "retry_of_link",
+                    "retries_links",
+                )
+            },
+        ),
+        ("Arguments", {"fields": ("arguments_json",)}),
+        ("Outcome", {"fields": ("result_text", "result_json", "error_json")}),
+        (
+            "Times",
+            {"fields": ("created_at", "updated_at", "started_at", "finished_at", "expires_at")},
+        ),
+        ("Run", {"classes": ("collapse",), "fields": _RUN_FIELDS}),
+    ]
+    readonly_fields = flatten_fieldsets(fieldsets)
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(CANCEL_PERMISSION)
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return admin_actions.can_retry(request)
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.retry_view)
+        return [
+            path("<path:object_id>/retry/", view, name="mcp_tasks_task_retry"),
+            *super().get_urls(),
+        ]
+
+    def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        response: HttpResponse = admin_actions.retry_view(self, request, object_id)
+        return response
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if request.method == "GET":
+            warn_of_unserved_queues(request)
+        return super().changelist_view(request, {**(extra_context or {}), **_links()})
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        task_id = unquote(object_id)
+        failed = Task.objects.filter(pk=task_id, status=TaskStatus.FAILED).exists()
+        operator = {
+            "retry_url": reverse("admin:mcp_tasks_task_retry", args=[object_id])
+            if failed and admin_actions.can_retry(request)
+            else None,
+            "quick_answer": admin_actions.quick_answer(request, task_id),
+            "mcp_live": live_context(task_id),
+        }
+        return super().change_view(
+            request, object_id, form_url, {**(extra_context or {}), **_links(), **operator}
+        )
+
+    @admin.display(description="task", ordering="id")
+    def short_id(self, obj: Task) -> SafeString:
+        return format_html(
+            '<span class="mcp-nowrap" data-task-id="{}">{}…</span>', obj.id, obj.id[:8]
+        )
+
+    @admin.display(description="waiting for", empty_value="")
+    def waiting(self, obj: Task) -> SafeString | str:
+        labels = waiting_labels(obj)
+        if labels is None:
+            return ""
+        why = obj.status_message or "Queued: no worker has started it yet"
+        return format_html('<span class="mcp-waiting" title="{}">{}</span>', why, labels[0])
+
+    @admin.display(description="attempt", ordering="attempt", empty_value="")
+    def attempt_column(self, obj: Task) -> str:
+        return "" if obj.attempt == 1 and attempts_of(obj) is None else render_attempt(obj)
+
+    @admin.display(description="waiting for")
+    def waiting_for_page(self, obj: Task) -> str:
+        labels = waiting_labels(obj)
+        return "—" if labels is None else labels[1]
+
+    @admin.display(description="attempt")
+    def attempt_page(self, obj: Task) -> str:
+        return render_attempt(obj)
+
+    @admin.display(description="principal", ordering="principal_scope")
+    def principal(self, obj: Task) -> str:
+        return obj.principal_scope
+
+    @admin.display(description="OAuth client", ordering="client_id")
+    def oauth_client(self, obj: Task) -> str:
+        return obj.client_id or "—"
+
+    @admin.display(description="progress")
+    def progress_bar(self, obj: Task) -> SafeString | str:
+        return render_progress(obj)
+
+    @admin.display(description="retry of")
+    def retry_of_link(self, obj: Task) -> SafeString | str:
+        if obj.retry_of_id is None:
+            return "—"
+        return format_html('<a href="{}">{}…</a>', task_url(obj.retry_of_id), obj.retry_of_id[:8])
+
+    @admin.display(description="retried as")
+    def retries_links(self, obj: Task) -> SafeString | str:
+        ids = list(obj.retries.order_by("created_at").values_list("id", flat=True))
+        if not ids:
+            return "—"
+        return format_html_join(", ", '<a href="{}">{}…</a>', ((task_url(i), i[:8]) for i in ids))
+
+    @admin.display(description="arguments")
+    def arguments_json(self, obj: Task) -> SafeString:
+        return pretty_json(obj.arguments)
+
+    @admin.display(description="result text")
+    def result_text(self, obj: Task) -> SafeString | str:
+        blocks = obj.result.get("content") or [] if isinstance(obj.result, dict) else []
+        texts = [b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+        if not texts:
+            return "—"
+        return format_html_join("", '<pre class="mcp-text">{}</pre>', ((text,) for text in texts))
+
+    @admin.display(description="result")
+    def result_json(self, obj: Task) -> SafeString:
+        return pretty_json(obj.result)
+
+    @admin.display(description="error")
+    def error_json(self, obj: Task) -> SafeString:
+        return pretty_json(obj.error)
+
+    @admin.display(description="client")
+    def client(self, obj: Task) -> str:
+        # The snapshot's plain fields only: its sealed secrets are never shown.
+        snapshot = getattr(obj, "snapshot", None)
+        if snapshot is None:
+            return "—"
+        info = snapshot.client_info or {}
+        name = f"{info.get('name', 'unknown client')} {info.get('version', '')}".strip()
+        return f"{name}, protocol {snapshot.protocol_version} ({snapshot.era})"
+
+    @admin.action(description="Cancel selected tasks", permissions=["cancel"])
+    def cancel_tasks(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        cancelled = finished = 0
+        for task_id, status in queryset.values_list("id", "status"):
+            try:
+                task = service.cancel(task_id, None)
+            except task_contract.TaskNotFound:
+                continue
+            if (
+                status in (TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED)
+                and task.status == TaskStatus.CANCELLED
+            ):
+                cancelled += 1
+            else:
+                finished += 1
+        if cancelled:
+            self.message_user(request, f"Cancelled {_tasks(cancelled)}.", messages.SUCCESS)
+        if finished:
+            self.message_user(
+                request, f"Left {_tasks(finished)} alone: already finished.", messages.WARNING
+            )
+
+    @admin.action(description="Retry selected failed tasks", permissions=["retry"])
+    def retry_tasks(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        admin_actions.retry_tasks(request, queryset)
+
+
+def _tasks(count: int) -> str:
+    return f"{count} task{'' if count == 1 else 's'}"
+
+
+def live_context(task_id: str = "") -> dict[str, Any]:
+    """What the live admin's script needs (``admin/mcp_tasks/live.html``)."""
+    config = get_config()
+    return {
+        "ws_path": config["ADMIN_LIVE_PATH"] or "",
+        "interval": config["ADMIN_REFRESH_INTERVAL"],
+        "task": task_id,
+    }
+
+
+def _links() -> dict[str, Any]:
+    return {
+        "mcp_live": live_context(),
+        "queue_dashboard_url": queue_dashboard_url(),
+        "waiting_questions_url": reverse("admin:mcp_tasks_inputrequest_changelist"),
+        "waiting_count": InputRequest.objects.filter(status=InputRequestStatus.PENDING).count(),
+    }
+
+
+# -- questions --------------------------------------------------------------------------------
+
+
+class QuestionStatusFilter(admin.SimpleListFilter):
+    """Status, waiting by default (``?status=all`` lists every question)."""
+
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(str(value), str(label)) for value, label in InputRequestStatus.choices]
+
+    def value(self) -> str:
+        return super().value() or InputRequestStatus.PENDING
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset if value == "all" else queryset.filter(status=value)
+
+    def choices(self, changelist: Any) -> Any:
+        current = self.value()
+        for value, label in [("all", "All"), *self.lookup_choices]:
+            yield {
+                "selected": current == value,
+                "query_string": changelist.get_query_string({self.parameter_name: value}),
+                "display": label,
+            }
+
+
+@admin.register(InputRequest)
+class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: ignore[type-arg]
+    """Waiting questions (the list shows the waiting ones by default, oldest first) and the
+    Answer page, which is also the question's detail page."""
+
+    list_display = (
+        "question",
+        "kind",
+        "task_link",
+        "tool",
+        "age",
+        "status",
+        "answered",
+        "answer_link",
+    )
+    list_display_links = None
+    list_filter = (QuestionStatusFilter, "method")
+    list_select_related = ("task", "answered_by_user")
+    search_fields = ("^task__id", "task__tool_name", "key")
+    ordering = ("created_at", "id")
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.answer_view)
+        return [
+            path("<path:object_id>/answer/", view, name="mcp_tasks_inputrequest_answer"),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        waiting = (
+            request.GET.get("status", InputRequestStatus.PENDING) == InputRequestStatus.PENDING
+        )
+        title = "Waiting questions" if waiting else "Questions asked by tasks"
+        context = {
+            "title": title,
+            "queue_dashboard_url": queue_dashboard_url(),
+            "mcp_live": live_context(),
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, context)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        return HttpResponseRedirect(
+            reverse("admin:mcp_tasks_inputrequest_answer", args=[object_id])
+        )
+
+    @admin.display(description="task", ordering="task__id")
+    def task_link(self, obj: InputRequest) -> SafeString:
+        return format_html(
+            '<a href="{}" data-task-id="{}">{}…</a>',
+            task_url(obj.task_id),
+            obj.task_id,
+            obj.task_id[:8],
+        )
+
+    @admin.display(description="tool", ordering="task__tool_name")
+    def tool(self, obj: InputRequest) -> str:
+        return obj.task.tool_name
+
+    @admin.display(description="age", ordering="created_at")
+    def age(self, obj: InputRequest) -> str:
+        return timesince(obj.created_at)
+
+    # -- the Answer page --------------------------------------------------------------------
+
+    def answer_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        try:
+            question = InputRequest.objects.select_related("task", "answered_by_user").get(
+                pk=int(object_id)
+            )
+        except (ValueError, InputRequest.DoesNotExist):
+            raise Http404("No such question.") from None
+        if not self.has_view_permission(request, question):
+            raise PermissionDenied
+        answerable = question.status == InputRequestStatus.PENDING and not question.task.is_terminal
+        form = answer_form(question, request.POST if request.method == "POST" else None)
+        if request.method == "POST":
+            if not can_answer(request):
+                raise PermissionDenied
+            if not answerable:
+                messages.warning(
+                    request, "This question is no longer waiting; your answer was not used."
+                )
+                return admin_actions.after_answer(request, question)
+            action = next((a for a in ("decline", "cancel") if f"_{a}" in request.POST), "accept")
+            response = answer_from(action, question, form)
+            if response is not None:
+                try:
+                    accepted = service.answer(
+                        question.task_id,
+                        question.key,
+                        response,
+                        principal_scope=None,
+                        answered_by=f"admin:{request.user.get_username()}",
+                        user=request.user,
+                    )
+                except task_contract.InvalidAnswer as exc:
+                    form.add_error(None, str(exc))
+                else:
+                    if accepted:
+                        messages.success(request, "Answer sent: the task resumes.")
+                    else:
+                        messages.warning(
+                            request,
+                            "This question was answered meanwhile; your answer was not used.",
+                        )
+                    return admin_actions.after_answer(request, question)
+        context = self.answer_context(request, question, form, answerable)
+        return TemplateResponse(request, "admin/mcp_tasks/inputrequest/answer.html", context)
+
+    def answer_context(
+        self, request: HttpRequest, question: InputRequest, form: forms.Form, answerable: bool
+    ) -> dict[str, Any]:
+        params = question.params or {}
+        model_form = cast(Any, form)  # the admin's helpers are typed for ModelForms only
+        return {
+            **self.admin_site.each_context(request),
+            "title": "Answer a question" if answerable else "Question",
+            "opts": self.opts,
+            "question": question,
+            "task": question.task,
+            "params": params,
+            "kind": KINDS.get(question.method, question.method),
+            "is_elicitation": question.method == ELICIT,
+            "is_url_mode": params.get("mode") == "url",
+            "messages_json": pretty_json(params.get("messages"))
+            if question.method == SAMPLE
+            else None,
+            "answerable": answerable,
+            "can_answer": can_answer(request),
+            "answerer": answerer(question),
+            "response_json": pretty_json(question.response),
+            "form": form,
+            "adminform": helpers.AdminForm(
+                model_form, [("Your answer", {"fields": list(form.fields)})], {}
+            ),
+            "errors": helpers.AdminErrorList(model_form, []) if form.is_bound else [],
+            "media": self.media + form.media,
+        }
+
+
+def answer_from(action: str, question: InputRequest, form: forms.Form) -> dict[str, Any] | None:
+    """The answer for the button pressed; None while the form has errors."""
+    if question.method == ELICIT and action in ("decline", "cancel"):
+        return {"action": action}
+    if not form.is_valid():
+        return None
+    if isinstance(form, admin_forms.SamplingForm | admin_forms.RootsForm):
+        return form.result()
+    if isinstance(form, admin_forms.ElicitationForm):
+        return {"action": "accept", "content": form.content()}
+    return {"action": "accept"}

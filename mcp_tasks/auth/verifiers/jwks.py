@@ -1,0 +1,72 @@
+"""``TOKEN_VERIFIER`` for JWT access tokens of an external issuer (PyJWT, keys from JWKS).
+
+``MCP_TASKS["TOKEN_VERIFIER"] = "mcp_tasks.auth.verifiers.jwks.verify"`` with ``JWT_ISSUER``
+(the ``iss`` every token must carry), ``JWT_JWKS_URL`` (the issuer's keys) and
+``JWT_ALGORITHMS``. The signature, ``iss``, ``exp`` and the presence of ``aud`` are checked
+here; the audience must name this server's ``RESOURCE`` (checked where the request is
+known). Scopes come from ``scope`` (space-separated) or ``scp`` (a list); the client from
+``client_id`` or ``azp``. The principal is the client and subject (no Django user).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from functools import lru_cache
+from typing import Any
+
+import jwt
+
+from ...conf import get_config
+from .. import AccessToken
+from . import TokenCache
+
+logger = logging.getLogger("mcp_tasks.auth.verifiers")
+
+cache = TokenCache()
+
+
+@lru_cache(maxsize=8)
+def _jwks_client(url: str) -> jwt.PyJWKClient:
+    return jwt.PyJWKClient(url, cache_keys=True, lifespan=300, timeout=10)
+
+
+def _decode(token: str) -> AccessToken | None:
+    config = get_config()
+    try:
+        key = _jwks_client(config["JWT_JWKS_URL"]).get_signing_key_from_jwt(token)
+        claims: dict[str, Any] = jwt.decode(
+            token,
+            key.key,
+            algorithms=list(config["JWT_ALGORITHMS"]),
+            issuer=config["JWT_ISSUER"],
+            options={"require": ["exp", "iss", "aud"], "verify_aud": False},
+            leeway=30,
+        )
+    except jwt.PyJWKClientConnectionError:
+        logger.exception("could not fetch the issuer's keys from %s", config["JWT_JWKS_URL"])
+        return None
+    except jwt.PyJWTError as exc:
+        logger.info("refused a JWT access token: %s", exc)
+        return None
+    audience = claims["aud"]
+    scopes = claims.get("scope")
+    return AccessToken(
+        token=token,
+        client_id=str(claims.get("client_id") or claims.get("azp") or ""),
+        scopes=scopes.split() if isinstance(scopes, str) else list(claims.get("scp") or []),
+        expires_at=int(claims["exp"]),
+        claims=claims,
+        audience=(audience,) if isinstance(audience, str) else tuple(audience),
+    )
+
+
+async def verify(token: str) -> AccessToken | None:
+    """Verify a JWT access token (fetching keys runs in a thread, not on the event loop)."""
+    found = cache.get(token)
+    if found is not None and not found.is_expired():
+        return found
+    found = await asyncio.to_thread(_decode, token)
+    if found is not None:
+        cache.put(token, found)
+    return found

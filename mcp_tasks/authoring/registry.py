@@ -1,0 +1,503 @@
+"""The registry of tools, prompts, resources and completions, and the ``@mcp`` decorators.
+
+Authoring code registers with the module-level :data:`mcp` from an app's ``ready()``::
+
+    from mcp_tasks import mcp, Context
+
+    @mcp.tool(task=True)
+    async def build_report(quarter: str, ctx: Context) -> str: ...
+
+This module knows nothing about HTTP, Channels or rq.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+import mcp_types as types
+from django.core.exceptions import ImproperlyConfigured
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
+
+from ..auth.permissions import OPEN, Access
+from ..core.jsonrpc import wire_dict
+from .context import Context
+from .retries import Retry
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+TaskMode = Literal["forbidden", "optional", "required"]
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,128}$")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """How a tool runs as a background task.
+
+    ``mode``: ``forbidden`` (never a task), ``optional`` (a task when the client supports
+    tasks, else inline) or ``required`` (only as a task). ``ttl`` (seconds) is how long the
+    task and its result are kept; ``poll_interval`` (seconds) is suggested to pollers;
+    ``queue`` is the rq queue; ``timeout`` (seconds) is the rq job timeout; ``prepare``
+    gathers input before the task is created (see the attribute).
+
+    ``concurrency``: at most that many of the tool's tasks run at once across all workers
+    (with ``concurrency_key``, per value of that argument); the others wait, holding no
+    worker slot. ``retries``: a :class:`~mcp_tasks.authoring.retries.Retry` for transient failures.
+    """
+
+    mode: TaskMode = "optional"
+    ttl: float | None = None
+    poll_interval: float | None = None
+    queue: str | None = None
+    timeout: int | None = None
+    #: ``async def prepare(ctx, **arguments) -> JSON`` run inline at ``tools/call`` before the
+    #: task exists; it may ``await ctx.elicit(...)`` (MRTR rounds on the call itself). Its
+    #: return value is stored with the task and read by the tool as ``ctx.prepared``.
+    prepare: Callable[..., Any] | None = None
+    concurrency: int | None = None
+    concurrency_key: str | None = None
+    retries: Retry | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("forbidden", "optional", "required"):
+            raise ImproperlyConfigured(
+                f"TaskConfig(mode={self.mode!r}): use 'forbidden', 'optional' or 'required'"
+            )
+        if self.concurrency is not None and (
+            not isinstance(self.concurrency, int)
+            or isinstance(self.concurrency, bool)
+            or self.concurrency < 1
+        ):
+            raise ImproperlyConfigured(
+                f"TaskConfig(concurrency={self.concurrency!r}): use an int >= 1, or None"
+            )
+        if self.concurrency_key is not None and self.concurrency is None:
+            raise ImproperlyConfigured(
+                "TaskConfig(concurrency_key=...) needs concurrency=N: how many run at once per value"
+            )
+        if self.retries is not None and not isinstance(self.retries, Retry):
+            raise ImproperlyConfigured(
+                f"TaskConfig(retries={self.retries!r}): use mcp_tasks.Retry(...)"
+            )
+
+    @classmethod
+    def coerce(cls, task: bool | TaskMode | TaskConfig | None) -> TaskConfig:
+        """``True`` → optional, ``False``/``None`` → forbidden, a mode string → that mode."""
+        if isinstance(task, TaskConfig):
+            return task
+        if task is None or task is False:
+            return cls(mode="forbidden")
+        if task is True:
+            return cls(mode="optional")
+        if isinstance(task, str):
+            return cls(mode=task)
+        raise ImproperlyConfigured(f"task={task!r}: use a bool, a mode string or a TaskConfig")
+
+
+def _context_parameter(fn: Callable[..., Any]) -> str | None:
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable annotations: fall back to the raw ones
+        hints = dict(getattr(fn, "__annotations__", {}))
+    for name, annotation in hints.items():
+        candidates = (annotation, *typing.get_args(annotation))
+        if any(inspect.isclass(c) and issubclass(c, Context) for c in candidates):
+            return name
+    return None
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    while hasattr(fn, "__wrapped__"):
+        if inspect.iscoroutinefunction(fn):
+            return True
+        fn = fn.__wrapped__
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - callable objects
+    )
+
+
+def _check_concurrency_key(tool: ToolSpec) -> None:
+    """``TaskConfig(concurrency_key=...)`` names one of the tool's arguments."""
+    key = tool.task.concurrency_key
+    if key is not None and key not in tool.input_schema.get("properties", {}):
+        raise ImproperlyConfigured(
+            f"tool {tool.name!r}: TaskConfig(concurrency_key={key!r}) names no argument of "
+            f"the tool (it has: {', '.join(tool.input_schema.get('properties', {})) or 'none'})"
+        )
+
+
+def _description(fn: Callable[..., Any], description: str | None) -> str:
+    return description if description is not None else inspect.cleandoc(fn.__doc__ or "")
+
+
+@dataclass
+class ToolSpec:
+    """A registered tool."""
+
+    fn: Callable[..., Any]
+    name: str
+    title: str | None
+    description: str
+    metadata: FuncMetadata
+    context_param: str | None
+    is_async: bool
+    task: TaskConfig
+    annotations: types.ToolAnnotations | None = None
+    icons: list[types.Icon] | None = None
+    meta: dict[str, Any] | None = None
+    #: A hand-written JSON Schema (2020-12) advertised verbatim and validated with jsonschema.
+    raw_input_schema: dict[str, Any] | None = None
+    #: Who may list and call it (see :mod:`mcp_tasks.auth.permissions`).
+    access: Access = OPEN
+
+    @functools.cached_property
+    def input_schema(self) -> dict[str, Any]:
+        """The ``inputSchema`` (built once; treat it as read-only)."""
+        if self.raw_input_schema is not None:
+            return self.raw_input_schema
+        return self.metadata.arg_model.model_json_schema(by_alias=True)
+
+    def definition(self, *, task_support: bool = False) -> dict[str, Any]:
+        """The tool as listed by ``tools/list``."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+        }
+        if self.title:
+            out["title"] = self.title
+        if self.metadata.output_schema is not None:
+            out["outputSchema"] = self.metadata.output_schema
+        if self.annotations is not None:
+            out["annotations"] = wire_dict(self.annotations)
+        if self.icons:
+            out["icons"] = [wire_dict(icon) for icon in self.icons]
+        if self.meta:
+            out["_meta"] = self.meta
+        if task_support:
+            out["execution"] = {"taskSupport": self.task.mode}
+        return out
+
+
+@dataclass
+class PromptSpec:
+    """A registered prompt."""
+
+    fn: Callable[..., Any]
+    name: str
+    title: str | None
+    description: str
+    metadata: FuncMetadata
+    context_param: str | None
+    is_async: bool
+    icons: list[types.Icon] | None = None
+    meta: dict[str, Any] | None = None
+    access: Access = OPEN
+
+    @functools.cached_property
+    def _argument_list(self) -> list[dict[str, Any]]:
+        schema = self.metadata.arg_model.model_json_schema(by_alias=True)
+        required = set(schema.get("required", []))
+        out = []
+        for name, prop in schema.get("properties", {}).items():
+            argument: dict[str, Any] = {"name": name, "required": name in required}
+            if prop.get("description"):
+                argument["description"] = prop["description"]
+            out.append(argument)
+        return out
+
+    def arguments(self) -> list[dict[str, Any]]:
+        """The prompt's arguments as ``prompts/list`` shows them."""
+        return [dict(argument) for argument in self._argument_list]
+
+    def definition(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "arguments": self.arguments()}
+        if self.description:
+            out["description"] = self.description
+        if self.title:
+            out["title"] = self.title
+        if self.icons:
+            out["icons"] = [wire_dict(icon) for icon in self.icons]
+        if self.meta:
+            out["_meta"] = self.meta
+        return out
+
+
+_TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass
+class ResourceSpec:
+    """A registered resource (fixed URI) or resource template (URI with ``{vars}``)."""
+
+    fn: Callable[..., Any]
+    uri: str
+    name: str
+    title: str | None
+    description: str
+    mime_type: str | None
+    context_param: str | None
+    is_async: bool
+    icons: list[types.Icon] | None = None
+    annotations: types.Annotations | None = None
+    meta: dict[str, Any] | None = None
+    variables: list[str] = field(default_factory=list)
+    pattern: re.Pattern[str] | None = None
+    access: Access = OPEN
+
+    @property
+    def is_template(self) -> bool:
+        return self.pattern is not None
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        """Template variables when ``uri`` matches this template (or the fixed URI)."""
+        if self.pattern is None:
+            return {} if uri == self.uri else None
+        found = self.pattern.fullmatch(uri)
+        return found.groupdict() if found else None
+
+    def definition(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        out["uriTemplate" if self.is_template else "uri"] = self.uri
+        if self.description:
+            out["description"] = self.description
+        if self.title:
+            out["title"] = self.title
+        if self.mime_type:
+            out["mimeType"] = self.mime_type
+        if self.icons:
+            out["icons"] = [wire_dict(icon) for icon in self.icons]
+        if self.annotations is not None:
+            out["annotations"] = wire_dict(self.annotations)
+        if self.meta:
+            out["_meta"] = self.meta
+        return out
+
+
+CompletionFn = Callable[..., Any]
+
+
+class MCPServer:
+    """A registry of MCP tools, prompts and resources. Use the module-level :data:`mcp`."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, ToolSpec] = {}
+        self.prompts: dict[str, PromptSpec] = {}
+        self.resources: dict[str, ResourceSpec] = {}
+        self.templates: dict[str, ResourceSpec] = {}
+        self.completions: dict[tuple[str, str], CompletionFn] = {}
+
+    # -- registration ---------------------------------------------------------------------
+
+    @staticmethod
+    def _check_unique(
+        kind: str, registry: dict[Any, Any], key: Any, fn: Callable[..., Any]
+    ) -> None:
+        existing = registry.get(key)
+        if existing is None:
+            return
+        same = getattr(existing.fn, "__module__", None) == getattr(
+            fn, "__module__", None
+        ) and getattr(existing.fn, "__qualname__", None) == getattr(fn, "__qualname__", None)
+        if not same:  # a module imported twice re-registers the same function: harmless
+            raise ImproperlyConfigured(
+                f"two {kind}s are named {key!r} ({existing.fn.__module__}."
+                f"{existing.fn.__qualname__} and {fn.__module__}.{fn.__qualname__}); "
+                "give one of them another name with name=..."
+            )
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: types.ToolAnnotations | dict[str, Any] | None = None,
+        task: bool | TaskMode | TaskConfig | None = None,
+        structured_output: bool | None = None,
+        icons: list[types.Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
+        permissions: list[str] | None = None,
+        scopes: list[str] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a function as a tool. ``task=True`` lets it run as a background task.
+
+        ``input_schema`` replaces the schema derived from the type hints: it is advertised as
+        written and arguments are validated against it (JSON Schema 2020-12), then passed to
+        the function as keyword arguments. ``permissions`` (Django, for users) and ``scopes``
+        (OAuth, for bearer tokens) restrict who sees and calls it (:mod:`.permissions`).
+        """
+        if callable(name):
+            raise TypeError("use @mcp.tool() with parentheses")
+
+        def decorator(fn: F) -> F:
+            tool_name = name or fn.__name__
+            if not _TOOL_NAME.match(tool_name):
+                raise ImproperlyConfigured(
+                    f"tool name {tool_name!r} is invalid: use 1-128 letters, digits, '_', '-', '.'"
+                )
+            self._check_unique("tool", self.tools, tool_name, fn)
+            task_config = TaskConfig.coerce(task)
+            context_param = _context_parameter(fn)
+            skip = [context_param] if context_param else []
+            if input_schema is not None:
+                from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+
+                validator_for(input_schema).check_schema(input_schema)
+                skip = list(inspect.signature(fn).parameters)
+            notes = (
+                types.ToolAnnotations.model_validate(annotations)
+                if isinstance(annotations, dict)
+                else annotations
+            )
+            spec = ToolSpec(
+                fn=fn,
+                name=tool_name,
+                title=title,
+                description=_description(fn, description),
+                metadata=func_metadata(fn, skip_names=skip, structured_output=structured_output),
+                context_param=context_param,
+                is_async=_is_async(fn),
+                task=task_config,
+                annotations=notes,
+                icons=icons,
+                meta=meta,
+                raw_input_schema=input_schema,
+                access=Access.of(f"tool {tool_name!r}", permissions, scopes),
+            )
+            _check_concurrency_key(spec)
+            self.tools[tool_name] = spec
+            return fn
+
+        return decorator
+
+    def prompt(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        icons: list[types.Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        permissions: list[str] | None = None,
+        scopes: list[str] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a function that renders a prompt (``permissions``/``scopes`` as for
+        tools)."""
+        if callable(name):
+            raise TypeError("use @mcp.prompt() with parentheses")
+
+        def decorator(fn: F) -> F:
+            prompt_name = name or fn.__name__
+            self._check_unique("prompt", self.prompts, prompt_name, fn)
+            context_param = _context_parameter(fn)
+            self.prompts[prompt_name] = PromptSpec(
+                fn=fn,
+                name=prompt_name,
+                title=title,
+                description=_description(fn, description),
+                metadata=func_metadata(fn, skip_names=[context_param] if context_param else []),
+                context_param=context_param,
+                is_async=_is_async(fn),
+                icons=icons,
+                meta=meta,
+                access=Access.of(f"prompt {prompt_name!r}", permissions, scopes),
+            )
+            return fn
+
+        return decorator
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        icons: list[types.Icon] | None = None,
+        annotations: types.Annotations | None = None,
+        meta: dict[str, Any] | None = None,
+        permissions: list[str] | None = None,
+        scopes: list[str] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a resource; a URI with ``{variables}`` registers a resource template
+        whose variables are passed to the function as keyword arguments
+        (``permissions``/``scopes`` as for tools)."""
+
+        def decorator(fn: F) -> F:
+            variables = _TEMPLATE_VAR.findall(uri)
+            context_param = _context_parameter(fn)
+            params = set(inspect.signature(fn).parameters) - {context_param}
+            if set(variables) != params:
+                raise ImproperlyConfigured(
+                    f"resource {uri!r}: the URI variables {sorted(variables)} must match the "
+                    f"parameters of {fn.__qualname__} {sorted(params)}"
+                )
+            pattern = None
+            if variables:
+                regex = ""
+                for literal, var in zip(
+                    _TEMPLATE_VAR.split(uri)[0::2], [*variables, None], strict=True
+                ):
+                    regex += re.escape(literal)
+                    if var:
+                        regex += f"(?P<{var}>[^/?#]+)"
+                pattern = re.compile(regex)
+            registry = self.templates if variables else self.resources
+            self._check_unique("resource", registry, uri, fn)
+            registry[uri] = ResourceSpec(
+                fn=fn,
+                uri=uri,
+                name=name or fn.__name__,
+                title=title,
+                description=_description(fn, description),
+                mime_type=mime_type,
+                context_param=context_param,
+                is_async=_is_async(fn),
+                icons=icons,
+                annotations=annotations,
+                meta=meta,
+                variables=variables,
+                pattern=pattern,
+                access=Access.of(f"resource {uri!r}", permissions, scopes),
+            )
+            return fn
+
+        return decorator
+
+    def completion(self, ref_type: str, ref: str) -> Callable[[F], F]:
+        """Register argument completions for ``("ref/prompt", name)`` or
+        ``("ref/resource", uri_template)``. The function gets ``argument_name``, ``value``
+        and ``context_arguments`` and returns a list of strings."""
+        if ref_type not in ("ref/prompt", "ref/resource"):
+            raise ImproperlyConfigured("ref_type must be 'ref/prompt' or 'ref/resource'")
+
+        def decorator(fn: F) -> F:
+            self.completions[(ref_type, ref)] = fn
+            return fn
+
+        return decorator
+
+    # -- lookup ---------------------------------------------------------------------------
+
+    def find_resource(self, uri: str) -> tuple[ResourceSpec, dict[str, str]] | None:
+        """The resource or template serving ``uri`` and the template variables."""
+        if uri in self.resources:
+            return self.resources[uri], {}
+        for template in self.templates.values():
+            variables = template.match(uri)
+            if variables is not None:
+                return template, variables
+        return None
+
+
+#: The registry the ``/mcp`` endpoint serves.
+mcp = MCPServer()

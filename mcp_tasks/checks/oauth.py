@@ -1,0 +1,104 @@
+"""System checks of the OAuth settings (called by :func:`mcp_tasks.checks.check_mcp_tasks`)."""
+
+from __future__ import annotations
+
+import importlib.util
+from urllib.parse import urlsplit
+
+from django.apps import apps
+from django.core.checks import CheckMessage, Error, Warning as CheckWarning
+
+from ..conf import get_config
+
+DOT_VERIFIER = "mcp_tasks.auth.verifiers.dot.verify"
+JWKS_VERIFIER = "mcp_tasks.auth.verifiers.jwks.verify"
+#: The verifiers' paths before 0.2 (mcp_tasks.verifiers.*): they work, with W011, until 0.3.
+MOVED_VERIFIERS = {
+    "mcp_tasks.verifiers.dot.verify": DOT_VERIFIER,
+    "mcp_tasks.verifiers.jwks.verify": JWKS_VERIFIER,
+}
+_EXTRA = "Install the extra: pip install 'django-mcp-tasks[oauth]'."
+_LOCAL = {"localhost", "127.0.0.1", "::1"}
+
+
+def check_oauth() -> list[CheckMessage]:
+    """E007-E010, W006, W011: the ready verifiers' needs, ``RESOURCE`` and the issuers."""
+    config = get_config()
+    messages: list[CheckMessage] = []
+    verifier = config["TOKEN_VERIFIER"]
+    if verifier in MOVED_VERIFIERS:
+        messages.append(
+            CheckWarning(
+                f"TOKEN_VERIFIER {verifier!r} is a deprecated path; it stops working in "
+                "mcp_tasks 0.3.",
+                hint=f"Set TOKEN_VERIFIER to {MOVED_VERIFIERS[verifier]!r}.",
+                id="mcp_tasks.W011",
+            )
+        )
+        verifier = MOVED_VERIFIERS[verifier]
+    if verifier == DOT_VERIFIER and not apps.is_installed("oauth2_provider"):
+        messages.append(
+            Error(
+                f"TOKEN_VERIFIER is {DOT_VERIFIER!r} but 'oauth2_provider' "
+                "(django-oauth-toolkit) is not in INSTALLED_APPS.",
+                hint="Add 'oauth2_provider' to INSTALLED_APPS and run migrate. " + _EXTRA,
+                id="mcp_tasks.E007",
+            )
+        )
+    if verifier == JWKS_VERIFIER:
+        missing = [key for key in ("JWT_ISSUER", "JWT_JWKS_URL") if not config[key]]
+        if missing or importlib.util.find_spec("jwt") is None:
+            messages.append(
+                Error(
+                    f"TOKEN_VERIFIER is {JWKS_VERIFIER!r} but "
+                    + (f"{' and '.join(missing)} not set." if missing else "PyJWT is missing."),
+                    hint="Set MCP_TASKS['JWT_ISSUER'] (the tokens' iss) and "
+                    "MCP_TASKS['JWT_JWKS_URL'] (the issuer's jwks_uri). " + _EXTRA,
+                    id="mcp_tasks.E008",
+                )
+            )
+    resource = config["RESOURCE"]
+    if resource and not _absolute_url(resource, fragment_ok=False):
+        messages.append(
+            Error(
+                f"MCP_TASKS['RESOURCE'] {resource!r} is not an absolute http(s) URI without "
+                "a fragment (RFC 8707).",
+                hint="Use the MCP endpoint's full URL, e.g. 'https://mcp.example.com/mcp', "
+                "or None to build it from each request.",
+                id="mcp_tasks.E009",
+            )
+        )
+    servers = list(config["AUTHORIZATION_SERVERS"])
+    if servers and not verifier:
+        messages.append(
+            Error(
+                "AUTHORIZATION_SERVERS is set but TOKEN_VERIFIER is not: clients would sign "
+                "in and every token they bring would be refused.",
+                hint=f"Set TOKEN_VERIFIER to {DOT_VERIFIER!r}, {JWKS_VERIFIER!r} or your own.",
+                id="mcp_tasks.E010",
+            )
+        )
+    for server in servers:
+        if server.startswith("/"):
+            continue  # on this server's own origin
+        parts = urlsplit(server)
+        local = parts.hostname in _LOCAL
+        if not _absolute_url(server) or (parts.scheme != "https" and not local):
+            messages.append(
+                CheckWarning(
+                    f"AUTHORIZATION_SERVERS has {server!r}, which is not an https URL; "
+                    "MCP clients refuse authorization servers without TLS.",
+                    hint="Use the issuer's https URL (http only for localhost).",
+                    id="mcp_tasks.W006",
+                )
+            )
+    return messages
+
+
+def _absolute_url(value: str, fragment_ok: bool = True) -> bool:
+    parts = urlsplit(value)
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.netloc)
+        and (fragment_ok or not parts.fragment)
+    )
