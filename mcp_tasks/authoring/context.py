@@ -24,7 +24,7 @@ from .elicitation import (
 )
 from .inputs import ElicitInput, Input, Question, RootsInput, SampleInput
 
-logger = logging.getLogger("mcp_tasks.authoring.context")
+logger = logging.getLogger("mcp_tasks.context")  # a stable name: older than the authoring folder
 
 T = TypeVar("T")
 

@@ -19,7 +19,7 @@ from ...core.db import db
 from .. import AccessToken
 from . import TokenCache
 
-logger = logging.getLogger("mcp_tasks.auth.verifiers")
+logger = logging.getLogger("mcp_tasks.verifiers")  # a stable name: older than the auth folder
 cache = TokenCache()
 
 

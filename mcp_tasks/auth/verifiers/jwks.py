@@ -21,7 +21,7 @@ from ...conf import get_config
 from .. import AccessToken
 from . import TokenCache
 
-logger = logging.getLogger("mcp_tasks.auth.verifiers")
+logger = logging.getLogger("mcp_tasks.verifiers")  # a stable name: older than the auth folder
 
 cache = TokenCache()
 
