@@ -22,13 +22,20 @@ import platform
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, LiveServer
-from tests.support.worker_fixtures import wait_for_path
+from tests.support.worker_fixtures import (
+    RedisProcess,
+    TaskStack,
+    module_redis,
+    module_task_stack,
+    wait_for_path,
+)
 
 pytestmark = [pytest.mark.live, pytest.mark.redis]
 
@@ -134,11 +141,22 @@ def run_client(node: Path, tmp_path: Path) -> Any:
     return run
 
 
+@pytest.fixture(scope="module")
+def client_redis(request: pytest.FixtureRequest) -> Iterator[RedisProcess]:
+    yield from module_redis(request, "TypeScript client redis")
+
+
+@pytest.fixture(scope="module")
+def module_stack(request: pytest.FixtureRequest, client_redis: RedisProcess) -> Iterator[TaskStack]:
+    """One server and one worker for the module: its tasks all end (or park) before the
+    test does, so a test never waits behind another's."""
+    yield from module_task_stack(request, client_redis, label="TypeScript client")
+
+
 @pytest.fixture
-def stack(task_server: Any, rq_worker: Any) -> LiveServer:
-    server: LiveServer = task_server()
-    rq_worker(server)
-    return server
+def stack(request: pytest.FixtureRequest, module_stack: TaskStack) -> LiveServer:
+    module_stack.attach(request)
+    return module_stack.server
 
 
 def test_task_polled_to_completion_settles_with_the_tool_result(

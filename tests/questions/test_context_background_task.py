@@ -19,11 +19,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import pytest
@@ -34,34 +33,22 @@ from tests.conftest import LiveServer
 from tests.live_tools.seed_tools import SEED_LIFESPAN_VALUE
 from tests.support.live import (
     SIGNED_IN,
-    attach_server_output,
     legacy_headers,
     legacy_initialize,
     sse_messages,
-    start_module_server,
 )
 from tests.support.results import task_text_of as text_of
 from tests.support.task_driver import TaskDriver, django_shell, structured_of, task_capabilities
 from tests.support.worker_fixtures import (
     RedisProcess,
     RqWorker,
+    TaskStack,
     free_port,
     module_redis,
-    start_rq_worker,
+    module_task_stack,
 )
 
 # -- the live stack of this module: private Redis, one server, one worker -------------------
-
-
-@dataclass
-class Stack:
-    server: LiveServer
-    worker: RqWorker
-    redis: RedisProcess
-
-    @property
-    def url(self) -> str:
-        return self.server.mcp_url
 
 
 @pytest.fixture(scope="module")
@@ -70,41 +57,15 @@ def seed_redis(request: pytest.FixtureRequest) -> Iterator[RedisProcess]:
 
 
 @pytest.fixture(scope="module")
-def stack(
-    request: pytest.FixtureRequest,
-    tmp_path_factory: pytest.TempPathFactory,
-    seed_redis: RedisProcess,
-) -> Iterator[Stack]:
-    env = {
-        "REDIS_URL": seed_redis.url,
-        "REDIS_PREFIX": f"seed_{uuid.uuid4().hex[:10]}",
-        "MCP_TASKS_TEST_LIFESPAN": "tests.live_tools.seed_tools.seed_lifespan",
-    }
-    servers = cast(
-        Generator[LiveServer, None, None],
-        start_module_server(request, env, label="seed suite server"),
-    )
-    server = next(servers)
-    try:
-        worker = start_rq_worker(
-            server.env,
-            tmp_path_factory.mktemp("seed-worker") / "worker.log",
-            label="seed suite rq worker",
-        )
-        try:
-            worker.wait_ready(seed_redis.url)
-            yield Stack(server=server, worker=worker, redis=seed_redis)
-        finally:
-            worker.stop()
-    finally:
-        servers.close()
+def stack(request: pytest.FixtureRequest, seed_redis: RedisProcess) -> Iterator[TaskStack]:
+    env = {"MCP_TASKS_TEST_LIFESPAN": "tests.live_tools.seed_tools.seed_lifespan"}
+    yield from module_task_stack(request, seed_redis, env, label="seed suite")
 
 
 @pytest.fixture
-def seed_stack(request: pytest.FixtureRequest, stack: Stack) -> Stack:
+def seed_stack(request: pytest.FixtureRequest, stack: TaskStack) -> TaskStack:
     """The module's stack, its output attached to this test's report when it fails."""
-    attach_server_output(request, stack.server)
-    attach_server_output(request, stack.worker)  # type: ignore[arg-type]  # same report interface
+    stack.attach(request)
     return stack
 
 
@@ -112,7 +73,7 @@ DriverFactory = Callable[..., TaskDriver]
 
 
 @pytest.fixture
-def driver(seed_stack: Stack, http: httpx.AsyncClient) -> DriverFactory:
+def driver(seed_stack: TaskStack, http: httpx.AsyncClient) -> DriverFactory:
     """``driver(*kinds, token=None, extensions=None)``: a modern tasks client declaring the
     tasks extension plus ``kinds`` (``elicitation``, ``sampling``…)."""
 
@@ -255,7 +216,7 @@ class TestContextSessionProperty:
     @pytest.mark.live
     @pytest.mark.redis
     async def test_session_uses_stored_session_in_background_task(
-        self, seed_stack: Stack, http: httpx.AsyncClient, driver: DriverFactory
+        self, seed_stack: TaskStack, http: httpx.AsyncClient, driver: DriverFactory
     ) -> None:
         stored = object()
         assert Context(session=stored, task_id="test-task-123").session is stored
@@ -290,7 +251,7 @@ class TestContextBackgroundTaskLogging:
     session chose with ``logging/setLevel``."""
 
     async def test_background_task_honors_session_level(
-        self, seed_stack: Stack, http: httpx.AsyncClient
+        self, seed_stack: TaskStack, http: httpx.AsyncClient
     ) -> None:
         async with legacy_session(http, seed_stack.url) as session:
             assert await session.post("logging/setLevel", {"level": "error"}) == {}
@@ -306,7 +267,7 @@ class TestContextBackgroundTaskLogging:
         assert log_texts(received) == [("error", "error msg"), ("emergency", "last msg")]
 
     async def test_background_task_without_session_level_sends_all(
-        self, seed_stack: Stack, http: httpx.AsyncClient
+        self, seed_stack: TaskStack, http: httpx.AsyncClient
     ) -> None:
         async with legacy_session(http, seed_stack.url) as session, log_stream(session) as received:
             messages = [["debug", "debug msg"], ["info", "info msg"], ["emergency", "last msg"]]
@@ -344,7 +305,7 @@ class TestContextClientExtensionBackgroundTask:
     @pytest.mark.live
     @pytest.mark.redis
     async def test_background_task_no_extensions_returns_false(
-        self, seed_stack: Stack, http: httpx.AsyncClient
+        self, seed_stack: TaskStack, http: httpx.AsyncClient
     ) -> None:
         # A 2025-11-25 session whose client advertised no extensions at all.
         async with legacy_session(http, seed_stack.url, capabilities={}) as session:
@@ -434,7 +395,7 @@ class TestContextDocumentation:
 @pytest.mark.redis
 class TestBackgroundTaskIntegration:
     async def test_report_progress_in_background_task(
-        self, seed_stack: Stack, driver: DriverFactory
+        self, seed_stack: TaskStack, driver: DriverFactory
     ) -> None:
         client = driver()
         task_id = await client.call("seed_progress_tool")
@@ -448,7 +409,7 @@ class TestBackgroundTaskIntegration:
         assert progress == [100, 100]
 
     async def test_context_wiring_in_background_task(
-        self, seed_stack: Stack, http: httpx.AsyncClient, driver: DriverFactory
+        self, seed_stack: TaskStack, http: httpx.AsyncClient, driver: DriverFactory
     ) -> None:
         # A stateless (modern) client: the session id is the one recorded with the task.
         client = driver()
@@ -553,7 +514,7 @@ class TestBackgroundTaskIntegration:
         assert sorted(schema["required"]) == ["age", "name"]
 
     async def test_handle_task_input_rejects_when_not_waiting(
-        self, seed_stack: Stack, driver: DriverFactory, http: httpx.AsyncClient
+        self, seed_stack: TaskStack, driver: DriverFactory, http: httpx.AsyncClient
     ) -> None:
         """The one answer path (``service.answer``) refuses a task that is not waiting — a
         finished one, an already answered question, another principal's task — and stores

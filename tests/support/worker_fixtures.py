@@ -37,17 +37,17 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
 from tests.conftest import _SERVERS, ROOT, AsgiServerFactory, LiveServer
-from tests.support.live import CLIENT_TOKEN, LIVE_SETTINGS
+from tests.support.live import CLIENT_TOKEN, LIVE_SETTINGS, start_module_server
 
 MODERN = "2026-07-28"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -172,6 +172,50 @@ def module_redis(request: pytest.FixtureRequest, label: str) -> Iterator[RedisPr
         yield redis
     finally:
         redis.stop()
+
+
+@dataclass
+class TaskStack:
+    """A module's live server and its rq worker (:func:`module_task_stack`)."""
+
+    server: LiveServer
+    worker: RqWorker
+
+    @property
+    def url(self) -> str:
+        return self.server.mcp_url
+
+    def attach(self, request: pytest.FixtureRequest) -> None:
+        """Show the server's and the worker's output when the current test fails."""
+        request.node.stash.setdefault(_SERVERS, []).extend([self.server, self.worker])
+
+
+def module_task_stack(
+    request: pytest.FixtureRequest,
+    redis: RedisProcess,
+    env: Mapping[str, str] | None = None,
+    *,
+    label: str = "module",
+) -> Iterator[TaskStack]:
+    """For a module-scoped fixture: a live server on ``redis`` (give each module its own,
+    :func:`module_redis`) and one rq worker; both stopped after the module. Its tests share
+    them, so none may leave a task running that another would wait behind."""
+    env = {"REDIS_URL": redis.url, "REDIS_PREFIX": f"m_{uuid.uuid4().hex[:10]}", **(env or {})}
+    servers = cast(
+        Generator[LiveServer, None, None],
+        start_module_server(request, env, label=f"{label} server"),
+    )
+    server = next(servers)
+    try:
+        log_dir = request.getfixturevalue("tmp_path_factory").mktemp("module-worker")
+        worker = start_rq_worker(server.env, log_dir / "worker.log", label=f"{label} rq worker")
+        try:
+            worker.wait_ready(redis.url)
+            yield TaskStack(server, worker)
+        finally:
+            worker.stop()
+    finally:
+        servers.close()
 
 
 def _redis_binary() -> str | None:
