@@ -22,9 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, LiveServer
+from tests.conftest import ROOT
 from tests.live_tools.task_tools import SECRET_DETAIL
-from tests.support.worker_fixtures import RedisProcess, TaskStack, module_redis, module_task_stack
 
 pytestmark = [pytest.mark.live, pytest.mark.redis]
 
@@ -135,24 +134,6 @@ def run_client(fastmcp4_python: Path, tmp_path: Path) -> Iterator[Any]:
         return json.loads(lines[-1])
 
     yield run
-
-
-@pytest.fixture(scope="module")
-def client_redis(request: pytest.FixtureRequest) -> Iterator[RedisProcess]:
-    yield from module_redis(request, "FastMCP client redis")
-
-
-@pytest.fixture(scope="module")
-def module_stack(request: pytest.FixtureRequest, client_redis: RedisProcess) -> Iterator[TaskStack]:
-    """One server and one worker for the module: its tasks all end (or park) before the
-    test does, so a test never waits behind another's."""
-    yield from module_task_stack(request, client_redis, label="FastMCP client")
-
-
-@pytest.fixture
-def stack(request: pytest.FixtureRequest, module_stack: TaskStack) -> LiveServer:
-    module_stack.attach(request)
-    return module_stack.server
 
 
 # -- transparent Client.call_tool ---------------------------------------------------------------

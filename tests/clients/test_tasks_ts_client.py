@@ -22,7 +22,6 @@ import platform
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +29,6 @@ import pytest
 
 from tests.conftest import ROOT, LiveServer
 from tests.support.worker_fixtures import (
-    RedisProcess,
-    TaskStack,
-    module_redis,
-    module_task_stack,
     wait_for_path,
 )
 
@@ -139,24 +134,6 @@ def run_client(node: Path, tmp_path: Path) -> Any:
         return report
 
     return run
-
-
-@pytest.fixture(scope="module")
-def client_redis(request: pytest.FixtureRequest) -> Iterator[RedisProcess]:
-    yield from module_redis(request, "TypeScript client redis")
-
-
-@pytest.fixture(scope="module")
-def module_stack(request: pytest.FixtureRequest, client_redis: RedisProcess) -> Iterator[TaskStack]:
-    """One server and one worker for the module: its tasks all end (or park) before the
-    test does, so a test never waits behind another's."""
-    yield from module_task_stack(request, client_redis, label="TypeScript client")
-
-
-@pytest.fixture
-def stack(request: pytest.FixtureRequest, module_stack: TaskStack) -> LiveServer:
-    module_stack.attach(request)
-    return module_stack.server
 
 
 def test_task_polled_to_completion_settles_with_the_tool_result(
