@@ -51,8 +51,13 @@ DEFAULTS: dict[str, Any] = {
     # Canonical URI of this MCP server (the tokens' audience). None: the request's
     # scheme://host + PATH.
     "RESOURCE": None,
-    # Scopes announced in the metadata. None: every scope the registered items require.
+    # Scopes announced in the metadata. None: SIGN_IN_SCOPES, then every scope the
+    # registered items require.
     "SCOPES_SUPPORTED": None,
+    # Scopes a client asks for to use this server at all (e.g. the authorization server's
+    # default scope): every 401 challenge names them (scope="..."). Not checked on tokens;
+    # items that need a scope say so with scopes=[...].
+    "SIGN_IN_SCOPES": [],
     # How clients may send the bearer token (only the Authorization header is read).
     "BEARER_METHODS_SUPPORTED": ["header"],
     # Seconds the ready verifiers (mcp_tasks.auth.verifiers.dot / .jwks) remember a verified

@@ -142,13 +142,16 @@ MCP_TASKS: dict[str, Any] = {
     "SERVER_NAME": "mcp-tasks-demo",
     "INSTRUCTIONS": (
         "Demo server of django-mcp-tasks: try the `add`, `slow_count` and "
-        "`greet_with_question` tools."
+        "`greet_with_question` tools; `account_info` needs the `account:read` scope."
     ),
     "ALLOWED_ORIGINS": _env_list("MCP_ALLOWED_ORIGINS"),
     "EMBEDDED_WORKER": not REDIS_URL,
     # Sign-in: tokens issued by django-oauth-toolkit below; its issuer is this origin.
     "TOKEN_VERIFIER": "mcp_tasks.auth.verifiers.dot.verify",
     "AUTHORIZATION_SERVERS": ["/"],
+    # The scope every client asks for (DOT's default scope below): named in 401 challenges
+    # and first in the metadata's scopes_supported, followed by the tools' own scopes.
+    "SIGN_IN_SCOPES": ["mcp"],
     # MCP_ALLOW_ANONYMOUS=0: every client must sign in (401 with the metadata's URL).
     "ALLOW_ANONYMOUS": os.environ.get("MCP_ALLOW_ANONYMOUS", "1") != "0",
     # The admin's task and question pages update themselves over this WebSocket.
@@ -157,13 +160,23 @@ MCP_TASKS: dict[str, Any] = {
 
 # --- OAuth authorization server (django-oauth-toolkit) ------------------------------------------
 # What MCP clients expect: authorization code with PKCE (S256 only), RFC 8414 metadata at
-# /.well-known/oauth-authorization-server, and dynamic client registration (RFC 7591) at
-# /o/register/ for clients nobody registered by hand. Users sign in at LOGIN_URL.
+# /.well-known/oauth-authorization-server, the RFC 9207 `iss` in every authorization response,
+# and two ways for a client nobody registered by hand to get a client_id (README "Sign-in"):
+# - Client ID Metadata Documents (CIMD): the client_id is an https URL serving the client's
+#   metadata (Claude, ChatGPT, VS Code…); DOT fetches it (public addresses only, no redirects,
+#   bounded time and size) and keeps the client for the document's max-age, clamped below;
+# - dynamic client registration (RFC 7591) at /o/register/, for clients without a document.
+# Users sign in at LOGIN_URL. Resources other than this MCP server are refused with
+# invalid_target (RFC 8707; project/views.py).
 LOGIN_URL = "/accounts/login/"
 OAUTH2_PROVIDER = {
     "PKCE_REQUIRED": True,
     "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,  # refuse code_challenge_method=plain
-    "SCOPES": {"mcp": "Use this server's MCP tools and tasks"},
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,  # RFC 9207 `iss`, announced in metadata
+    "SCOPES": {
+        "mcp": "Use this server's MCP tools and tasks",
+        "account:read": "See which account and client you are signed in with (tool `account_info`)",
+    },
     "DEFAULT_SCOPES": ["mcp"],
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
     "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
@@ -172,6 +185,20 @@ OAUTH2_PROVIDER = {
         "client_secret_post",
         "client_secret_basic",
     ],
+    # Client ID Metadata Documents. Any https host may present one (DOT's default policy);
+    # to accept only known clients, name their hosts (Django ALLOWED_HOSTS syntax):
+    #   "CIMD_REGISTRATION_PERMISSION_CLASSES":
+    #       ("oauth2_provider.cimd.HostAllowlistCIMDPermission",),
+    #   "CIMD_ALLOWED_HOSTS": ["claude.ai", ".example.com"],
+    "CIMD_ENABLED": True,
+    "CIMD_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.cimd.AllowAllCIMDPermission",),
+    "CIMD_ALLOWED_HOSTS": [],
+    "CIMD_METADATA_MIN_AGE_SECONDS": 300,  # a document is fetched again after 5 min at the
+    "CIMD_METADATA_MAX_AGE_SECONDS": 86400,  # earliest and one day at the latest
+    "CIMD_FETCH_TIMEOUT_SECONDS": 5,
+    "CIMD_MAX_DOCUMENT_SIZE": 16 * 1024,
+    # Dynamic client registration: open to any client (restrict it where unknown clients
+    # are not welcome, e.g. oauth2_provider.dcr.IsAuthenticatedDCRPermission).
     "DCR_ENABLED": True,
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
     "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,

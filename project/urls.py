@@ -12,15 +12,18 @@ from oauth2_provider import views as oauth2_views
 from project import views
 
 # django-oauth-toolkit: RFC 8414 metadata at the origin's root (the issuer is the origin);
-# authorize, token, revoke and dynamic client registration (RFC 7591) under /o/.
+# authorize, token, revoke and dynamic client registration (RFC 7591) under /o/. Authorize and
+# token are DOT's views as project/views.py adapts them (RFC 8707 invalid_target, RFC 9207
+# iss on errors too, the client's host on the consent page). Client ID Metadata Documents
+# need no URL: DOT fetches the client's own (OAUTH2_PROVIDER["CIMD_ENABLED"]).
 _oauth = [
     path(
         ".well-known/oauth-authorization-server",
         oauth2_views.OAuthServerMetadataView.as_view(),
         name="oauth-server-metadata",
     ),
-    path("o/authorize/", oauth2_views.AuthorizationView.as_view(), name="authorize"),
-    path("o/token/", oauth2_views.TokenView.as_view(), name="token"),
+    path("o/authorize/", views.AuthorizationView.as_view(), name="authorize"),
+    path("o/token/", views.TokenView.as_view(), name="token"),
     path("o/revoke_token/", oauth2_views.RevokeTokenView.as_view(), name="revoke-token"),
     path("o/register/", oauth2_views.DynamicClientRegistrationView.as_view(), name="dcr-register"),
     path(

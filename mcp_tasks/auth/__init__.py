@@ -7,6 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+class InvalidTokenError(Exception):
+    """Raised by a ``TOKEN_VERIFIER`` to refuse a token with a reason the client should
+    read: the 401 challenge carries ``error="invalid_token"`` and this message as its
+    ``error_description`` (RFC 6750 §3). Returning None refuses with a generic message."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description)
+        self.description = description
+
+
 @dataclass(frozen=True)
 class AccessToken:
     """A bearer token accepted by the configured ``TOKEN_VERIFIER``.

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any
 
 from django.utils.module_loading import import_string
 
-from ..auth import ANONYMOUS, AccessToken, Principal, principal_for
+from ..auth import ANONYMOUS, AccessToken, InvalidTokenError, Principal, principal_for
 from ..conf import get_config
 from ..core.db import db
 from .http import HttpError, first
 from .resource_metadata import metadata_url, resource_url
+
+#: What RFC 6750 §3 allows inside ``error_description`` (printable ASCII but ``"`` and ``\``).
+_NOT_IN_DESCRIPTION = re.compile(r"[^\x20-\x21\x23-\x5b\x5d-\x7e]")
 
 
 def challenge(
@@ -21,12 +25,15 @@ def challenge(
     description: str | None = None,
     scopes: list[str] | None = None,
 ) -> list[tuple[bytes, bytes]]:
-    """A ``WWW-Authenticate: Bearer`` header (RFC 6750, RFC 9728 ``resource_metadata``)."""
+    """A ``WWW-Authenticate: Bearer`` header (RFC 6750 §3, RFC 9728 ``resource_metadata``).
+
+    ``error_description`` goes with an ``error`` only: a request without credentials gets
+    neither (RFC 6750 §3.1)."""
     parts = []
     if error:
         parts.append(f'error="{error}"')
-    if description:
-        parts.append(f'error_description="{description}"')
+        if description:
+            parts.append(f'error_description="{_NOT_IN_DESCRIPTION.sub("?", description)}"')
     if scopes:
         parts.append(f'scope="{" ".join(scopes)}"')
     metadata = metadata_url(scope, headers)
@@ -42,7 +49,10 @@ def unauthorized(
     error: str | None,
     description: str,
 ) -> HttpError:
-    return HttpError(401, description, challenge(scope, headers, error, description))
+    """HTTP 401; the challenge names the scopes a client asks for to use this server
+    (``SIGN_IN_SCOPES``, as the MCP authorization spec asks of a 401)."""
+    scopes = list(get_config()["SIGN_IN_SCOPES"])
+    return HttpError(401, description, challenge(scope, headers, error, description, scopes))
 
 
 def insufficient_scope(
@@ -93,11 +103,17 @@ async def authenticate(scope: dict[str, Any], headers: dict[str, str | list[str]
     authorization = first(headers, "authorization")
     if authorization:
         kind, _, token = authorization.partition(" ")
-        if kind.lower() != "bearer" or not token.strip():
+        if kind.lower() != "bearer":
+            # Another scheme (Basic…): no error code, as for no credentials (RFC 6750 §3.1).
+            raise unauthorized(scope, headers, None, "Authorization must be 'Bearer <token>'")
+        if not token.strip():
             raise unauthorized(
                 scope, headers, "invalid_request", "Authorization must be 'Bearer <token>'"
             )
-        access_token = await _verify(token.strip())
+        try:
+            access_token = await _verify(token.strip())
+        except InvalidTokenError as refused:
+            raise unauthorized(scope, headers, "invalid_token", refused.description) from None
         if access_token is None or access_token.is_expired():
             raise unauthorized(
                 scope, headers, "invalid_token", "The access token is invalid or expired"

@@ -59,11 +59,12 @@ def metadata_url(scope: dict[str, Any], headers: dict[str, str | list[str]]) -> 
 
 
 def supported_scopes() -> list[str]:
-    """``SCOPES_SUPPORTED``, or every scope a registered tool, prompt or resource requires."""
-    configured = get_config()["SCOPES_SUPPORTED"]
-    if configured is not None:
-        return list(configured)
-    found: dict[str, None] = {}
+    """``SCOPES_SUPPORTED``, or ``SIGN_IN_SCOPES`` followed by every scope a registered tool,
+    prompt or resource requires."""
+    config = get_config()
+    if config["SCOPES_SUPPORTED"] is not None:
+        return list(config["SCOPES_SUPPORTED"])
+    found: dict[str, None] = dict.fromkeys(config["SIGN_IN_SCOPES"])
     for registry in (mcp.tools, mcp.prompts, mcp.resources, mcp.templates):
         for item in registry.values():
             found.update(dict.fromkeys(item.access.scopes))

@@ -107,6 +107,16 @@ def greeting(name: str) -> str:
     return f"Hello, {name}!"
 
 
+@mcp.tool(scopes=["account:read"], annotations={"readOnlyHint": True})
+def account_info(ctx: Context) -> str:
+    """Who the caller is signed in as. Needs the `account:read` scope: a token with only the
+    default scope gets HTTP 403 insufficient_scope, and the client asks the user again."""
+    token = ctx.access_token
+    if token is None:
+        return "You are signed in with a browser session, not an access token."
+    return f"Client {token.client_id}, subject {token.subject}, scopes: {' '.join(token.scopes)}."
+
+
 @mcp.tool(task=True)
 async def long_report(quarter: str, ctx: Context, steps: int = 3) -> str:
     """A background task: reports progress, may ask whether to include draft figures."""

@@ -14,30 +14,26 @@ pages in headless Chromium (Selenium; needs Debian's chromium and chromium-drive
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import re
-from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import parse_qs, urljoin, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 
-from tests.conftest import AsgiServerFactory, LiveServer
+from tests.conftest import AsgiServerFactory
+from tests.signin.oauth_client import (
+    CREATE_USERS,
+    PASSWORD,
+    REDIRECT,
+    Browser,
+    MemoryStorage,
+    oauth_client,
+)
 from tests.support.live import LIVE_SETTINGS
 from tests.support.results import task_text_of as text_of
 from tests.support.task_driver import TaskDriver, django_shell, task_capabilities
 
 pytestmark = pytest.mark.live
-
-REDIRECT = "http://127.0.0.1:33418/callback"
-PASSWORD = "correct-horse-battery"
-
-_CREATE_USER = """
-from django.contrib.auth import get_user_model
-get_user_model().objects.create_user(username=username, password=password)
-result = username
-"""
 
 _TOKEN_FOR = """
 from datetime import timedelta
@@ -57,110 +53,6 @@ result = token
 """
 
 
-class MemoryStorage:
-    """The SDK's ``TokenStorage``, in memory."""
-
-    def __init__(self) -> None:
-        self.tokens: Any = None
-        self.client_info: Any = None
-
-    async def get_tokens(self) -> Any:
-        return self.tokens
-
-    async def set_tokens(self, tokens: Any) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> Any:
-        return self.client_info
-
-    async def set_client_info(self, client_info: Any) -> None:
-        self.client_info = client_info
-
-
-def _hidden_fields(html: str) -> dict[str, str]:
-    fields = {}
-    for tag in re.findall(r"<input[^>]*>", html):
-        name = re.search(r'name="([^"]+)"', tag)
-        value = re.search(r'value="([^"]*)"', tag)
-        if name and 'type="hidden"' in tag:
-            fields[name.group(1)] = (value.group(1) if value else "").replace("&amp;", "&")
-    return fields
-
-
-class Browser:
-    """Follows the authorization URL as a user would: sign in, then allow."""
-
-    def __init__(self, username: str) -> None:
-        self.username = username
-        self.seen: list[str] = []
-        self.result: dict[str, str] = {}
-
-    async def open(self, url: str) -> None:
-        async with httpx.AsyncClient(follow_redirects=False, timeout=30) as http:
-            response = await http.get(url)
-            while response.status_code == 302 and not response.headers["location"].startswith(
-                REDIRECT
-            ):
-                url = urljoin(url, response.headers["location"])
-                self.seen.append(urlsplit(url).path)
-                if urlsplit(url).path == "/accounts/login/":
-                    page = await http.get(url)
-                    form = {
-                        **_hidden_fields(page.text),
-                        "username": self.username,
-                        "password": PASSWORD,
-                    }
-                    response = await http.post(url, data=form)
-                else:
-                    consent = await http.get(url)
-                    assert 'id="allow"' in consent.text, consent.text
-                    self.seen.append("consent")
-                    form = {**_hidden_fields(consent.text), "allow": "Allow"}
-                    response = await http.post(url, data=form)
-            location = response.headers["location"]
-            assert location.startswith(REDIRECT), (response.status_code, location)
-            self.result = {
-                key: values[0] for key, values in parse_qs(urlsplit(location).query).items()
-            }
-
-    async def callback(self) -> Any:
-        from mcp.client.auth import AuthorizationCodeResult
-
-        return AuthorizationCodeResult(code=self.result["code"], state=self.result.get("state"))
-
-
-@contextlib.asynccontextmanager
-async def oauth_client(
-    server: LiveServer, user: Browser, storage: MemoryStorage
-) -> AsyncIterator[Any]:
-    from mcp import Client
-    from mcp.client.auth import OAuthClientProvider
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-    from mcp.shared.auth import OAuthClientMetadata
-    from pydantic import AnyUrl
-
-    provider = OAuthClientProvider(
-        server_url=server.mcp_url,
-        client_metadata=OAuthClientMetadata(
-            client_name="SDK test client",
-            redirect_uris=[AnyUrl(REDIRECT)],
-            grant_types=["authorization_code", "refresh_token"],
-            response_types=["code"],
-            token_endpoint_auth_method="none",
-        ),
-        storage=storage,
-        redirect_handler=user.open,
-        callback_handler=user.callback,
-    )
-    async with contextlib.AsyncExitStack() as stack:
-        http = await stack.enter_async_context(create_mcp_http_client(auth=provider))
-        client = await stack.enter_async_context(
-            Client(streamable_http_client(server.mcp_url, http_client=http))
-        )
-        yield client
-
-
 async def test_sdk_client_signs_in_and_uses_tools_and_tasks(asgi_server: AsgiServerFactory) -> None:
     server = asgi_server(
         {
@@ -169,7 +61,7 @@ async def test_sdk_client_signs_in_and_uses_tools_and_tasks(asgi_server: AsgiSer
             "MCP_TASKS_TEST_ALLOW_ANONYMOUS": "0",
         }
     )
-    await django_shell(server, _CREATE_USER, username="ada", password=PASSWORD)
+    await django_shell(server, CREATE_USERS, usernames=["ada"], password=PASSWORD)
     ada_at_the_keyboard, storage = Browser("ada"), MemoryStorage()
     async with oauth_client(server, ada_at_the_keyboard, storage) as client:
         tools = await client.list_tools()
@@ -255,7 +147,7 @@ async def test_sdk_client_signs_a_user_in_through_chromium(
             "MCP_TASKS_TEST_ALLOW_ANONYMOUS": "0",
         }
     )
-    await django_shell(server, _CREATE_USER, username="grace", password=PASSWORD)
+    await django_shell(server, CREATE_USERS, usernames=["grace"], password=PASSWORD)
     user, storage = ChromiumUser("grace", browser), MemoryStorage()
     async with oauth_client(server, user, storage) as client:
         result = await client.call_tool("add", {"a": 20, "b": 22})

@@ -13,6 +13,7 @@ from django.test import override_settings
 
 from mcp_tasks import AccessToken
 from mcp_tasks.asgi import mcp_application
+from mcp_tasks.auth import InvalidTokenError
 from mcp_tasks.transport.resource_metadata import supported_scopes
 from tests.signin.asgi_calls import call, django_app, modern, request, scoped_tool
 
@@ -29,7 +30,10 @@ OAUTH = {
 
 
 def verify(token: str) -> AccessToken | None:
-    """``scopes-<a,b>-aud-<url>``: a token with those scopes for that audience."""
+    """``scopes-<a,b>-aud-<url>``: a token with those scopes for that audience;
+    ``refused-<reason>``: refused with that reason."""
+    if token.startswith("refused-"):
+        raise InvalidTokenError(token.removeprefix("refused-"))
     if not token.startswith("scopes-"):
         return None
     scopes, _, audience = token.removeprefix("scopes-").partition("-aud-")
@@ -180,3 +184,63 @@ async def test_audience_with_a_trailing_slash_names_this_resource() -> None:
         authorization=f"Bearer {token}",
     )
     assert response["status"] == 200
+
+
+@override_settings(
+    ALLOWED_HOSTS=["mcp.example.com"],
+    MCP_TASKS={**OAUTH, "ALLOW_ANONYMOUS": False, "SIGN_IN_SCOPES": ["mcp"]},
+)
+async def test_401_without_credentials_names_the_sign_in_scopes_and_no_error() -> None:
+    response = await request("POST", "/mcp", call("scoped_report"), **modern("scoped_report"))
+    assert response["status"] == 401
+    assert response["header_map"]["www-authenticate"] == (
+        'Bearer scope="mcp", '
+        'resource_metadata="http://mcp.example.com/.well-known/oauth-protected-resource/mcp"'
+    )  # RFC 6750 §3.1: no error code or description for a request without credentials
+
+
+@override_settings(ALLOWED_HOSTS=["mcp.example.com"], MCP_TASKS=OAUTH)
+async def test_401_for_another_scheme_carries_no_error() -> None:
+    response = await request(
+        "POST", "/mcp", call("scoped_report"), **modern("scoped_report"), authorization="Basic YTpi"
+    )
+    assert response["status"] == 401
+    challenge = response["header_map"]["www-authenticate"]
+    assert "error" not in challenge
+    assert "resource_metadata=" in challenge
+
+
+@override_settings(
+    ALLOWED_HOSTS=["mcp.example.com"], MCP_TASKS={**OAUTH, "SIGN_IN_SCOPES": ["mcp"]}
+)
+async def test_401_for_a_bad_token_explains_and_names_the_sign_in_scopes() -> None:
+    response = await request(
+        "POST", "/mcp", call("scoped_report"), **modern("scoped_report"), authorization="Bearer x"
+    )
+    challenge = response["header_map"]["www-authenticate"]
+    assert challenge.startswith(
+        'Bearer error="invalid_token", '
+        'error_description="The access token is invalid or expired", scope="mcp", '
+    )
+
+
+@override_settings(ALLOWED_HOSTS=["mcp.example.com"], MCP_TASKS=OAUTH)
+async def test_verifier_refusal_reason_reaches_the_client_as_a_safe_description() -> None:
+    token = 'refused-sign in again, "please" \\ thanks'
+    response = await request(
+        "POST",
+        "/mcp",
+        call("scoped_report"),
+        **modern("scoped_report"),
+        authorization=f"Bearer {token}",
+    )
+    assert response["status"] == 401
+    challenge = response["header_map"]["www-authenticate"]
+    assert 'error_description="sign in again, ?please? ? thanks"' in challenge
+
+
+def test_sign_in_scopes_lead_the_supported_scopes() -> None:
+    with override_settings(MCP_TASKS={"SIGN_IN_SCOPES": ["mcp", "reports:read"]}):
+        scopes = supported_scopes()
+    assert scopes[:2] == ["mcp", "reports:read"]
+    assert scopes.count("reports:read") == 1

@@ -19,7 +19,7 @@ from django.test import override_settings
 from django.utils import timezone
 from oauth2_provider.models import AccessToken as DotToken, Application
 
-from mcp_tasks.auth import principal_for
+from mcp_tasks.auth import InvalidTokenError, principal_for
 from mcp_tasks.auth.verifiers import dot, jwks
 from mcp_tasks.core.db import db
 from tests.signin.asgi_calls import call, modern, request, scoped_tool
@@ -86,9 +86,10 @@ async def test_unknown_dot_token_is_refused() -> None:
     assert await dot.verify("never-issued") is None
 
 
-async def test_dot_token_issued_for_no_resource_is_refused() -> None:
+async def test_dot_token_issued_for_no_resource_is_refused_saying_so() -> None:
     await db(_dot_token)("tok-anywhere")  # no RFC 8707 resource: e.g. the site's REST API's
-    assert await dot.verify("tok-anywhere") is None
+    with pytest.raises(InvalidTokenError, match="issued for no resource"):
+        await dot.verify("tok-anywhere")
 
 
 async def test_dot_token_of_an_inactive_user_is_refused() -> None:
@@ -194,8 +195,17 @@ async def test_jwt_with_a_bad_signature_is_refused(keys: dict[str, Any], jwks_ur
     assert await jwks.verify(_jwt(keys["stranger"])) is None
 
 
-async def test_jwt_without_an_audience_is_refused(keys: dict[str, Any], jwks_url: str) -> None:
-    assert await jwks.verify(_jwt(keys["issuer"], aud=None)) is None
+async def test_jwt_without_an_audience_is_refused_saying_so(
+    keys: dict[str, Any], jwks_url: str
+) -> None:
+    with pytest.raises(InvalidTokenError, match="no audience"):
+        await jwks.verify(_jwt(keys["issuer"], aud=None))
+
+
+async def test_jwt_of_a_stranger_without_an_audience_is_refused_unexplained(
+    keys: dict[str, Any], jwks_url: str
+) -> None:
+    assert await jwks.verify(_jwt(keys["stranger"], aud=None)) is None  # signature first
 
 
 async def test_jwt_audience_list_is_kept(keys: dict[str, Any], jwks_url: str) -> None:
@@ -273,3 +283,15 @@ async def test_dot_token_missing_the_tool_scope_gets_403() -> None:
     response = await _call_with("tok-narrow")
     assert response["status"] == 403
     assert 'error="insufficient_scope"' in response["header_map"]["www-authenticate"]
+
+
+@pytest.mark.usefixtures("endpoint")
+@override_settings(MCP_TASKS=DOT)
+async def test_dot_token_for_no_resource_gets_401_that_says_so() -> None:
+    await db(_dot_token)("tok-nowhere")
+    response = await _call_with("tok-nowhere")
+    assert response["status"] == 401
+    challenge = response["header_map"]["www-authenticate"]
+    assert 'error="invalid_token"' in challenge
+    assert "issued for no resource" in challenge
+    assert "invalid or expired" not in challenge

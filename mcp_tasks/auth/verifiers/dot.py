@@ -3,10 +3,11 @@
 ``MCP_TASKS["TOKEN_VERIFIER"] = "mcp_tasks.auth.verifiers.dot.verify"``. The token's user is the
 principal; an expired or revoked (deleted) token, or one of an inactive user, is refused;
 the token's RFC 8707 ``resource`` becomes its audience (checked against ``RESOURCE``), and
-a token issued for no resource is refused like a JWT without ``aud``: MCP clients name the
-resource they sign in for, and the site's other APIs' tokens are not for this server. A
-lookup runs on the ORM thread, never on the event loop, and a verified token is remembered
-for ``TOKEN_CACHE_TTL`` seconds (so a revocation takes at most that long to be seen).
+a token issued for no resource is refused with a message that says so
+(``InvalidTokenError``), like a JWT without ``aud``: MCP clients name the resource they sign
+in for, and the site's other APIs' tokens are not for this server. A lookup runs on the ORM
+thread, never on the event loop, and a verified token is remembered for ``TOKEN_CACHE_TTL``
+seconds (so a revocation takes at most that long to be seen).
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ import logging
 from typing import Any
 
 from ...core.db import db
-from .. import AccessToken
+from .. import AccessToken, InvalidTokenError
 from . import TokenCache
 
 logger = logging.getLogger("mcp_tasks.verifiers")  # a stable name: older than the auth folder
 cache = TokenCache()
+NO_RESOURCE = (
+    "The access token was issued for no resource; sign in again naming this server "
+    "as the resource (RFC 8707)"
+)
 
 
 def _lookup(token: str) -> AccessToken | None:
@@ -37,7 +42,7 @@ def _lookup(token: str) -> AccessToken | None:
         return None
     if not row.resource:
         logger.info("refused a DOT access token issued for no resource (RFC 8707)")
-        return None
+        raise InvalidTokenError(NO_RESOURCE)
     user = row.user
     if user is not None and not user.is_active:
         return None

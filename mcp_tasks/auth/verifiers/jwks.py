@@ -18,12 +18,13 @@ from typing import Any
 import jwt
 
 from ...conf import get_config
-from .. import AccessToken
+from .. import AccessToken, InvalidTokenError
 from . import TokenCache
 
 logger = logging.getLogger("mcp_tasks.verifiers")  # a stable name: older than the auth folder
 
 cache = TokenCache()
+NO_AUDIENCE = "The access token names no audience (aud); ask the issuer for one for this server"
 
 
 @lru_cache(maxsize=8)
@@ -45,6 +46,11 @@ def _decode(token: str) -> AccessToken | None:
         )
     except jwt.PyJWKClientConnectionError:
         logger.exception("could not fetch the issuer's keys from %s", config["JWT_JWKS_URL"])
+        return None
+    except jwt.MissingRequiredClaimError as exc:
+        logger.info("refused a JWT access token: %s", exc)
+        if exc.claim == "aud":
+            raise InvalidTokenError(NO_AUDIENCE) from None
         return None
     except jwt.PyJWTError as exc:
         logger.info("refused a JWT access token: %s", exc)
