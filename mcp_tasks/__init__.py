@@ -2,12 +2,13 @@
 
 Public API::
 
-    from mcp_tasks import mcp, Context, TaskConfig, Retry, RetryTask, ToolError
+    from mcp_tasks import mcp, Context, TaskConfig, Retry, RetryTask, ToolError, Approval
 """
 
 from __future__ import annotations
 
 from .auth import AccessToken
+from .authoring.approval import Approval
 from .authoring.context import Context
 from .authoring.elicitation import AcceptedElicitation, CancelledElicitation, DeclinedElicitation
 from .authoring.inputs import ElicitInput, RootsInput, SampleInput
@@ -20,6 +21,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AcceptedElicitation",
     "AccessToken",
+    "Approval",
     "CancelledElicitation",
     "ClientCapabilityError",
     "Context",

@@ -52,6 +52,7 @@ class WaitingFor(models.TextChoices):
     NOTHING = "", "—"
     LIMIT = "limit", "A concurrency slot"
     RETRY = "retry", "Its next attempt"
+    STAFF = "staff", "Staff (approval or answer)"
 
 
 class Task(models.Model):
@@ -195,9 +196,16 @@ class InputRequestStatus(models.TextChoices):
     CLOSED = "closed", "Closed (task ended)"
 
 
+class Audience(models.TextChoices):
+    """Who may answer a question."""
+
+    CLIENT = "client", "The client (or staff in its place)"
+    STAFF = "staff", "Staff only"
+
+
 class InputRequest(models.Model):
-    """A question a task asked (elicitation, sampling, roots); its key is unique for the
-    task's whole life."""
+    """A question a task asked (elicitation, sampling, roots, or a staff approval); its key
+    is unique for the task's whole life."""
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="input_requests")
     key = models.CharField(max_length=100)
@@ -224,6 +232,29 @@ class InputRequest(models.Model):
     notified_at = models.DateTimeField(
         null=True, blank=True, db_index=True, help_text="When it was e-mailed to operators."
     )
+    audience = models.CharField(
+        max_length=8,
+        choices=Audience.choices,
+        default=Audience.CLIENT,
+        help_text="Staff questions (ctx.ask_staff, approvals) are never shown to the client.",
+    )
+    permission = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        help_text="Staff questions: the Django permission an operator needs to answer.",
+    )
+    staff_group = models.CharField(
+        max_length=150,
+        blank=True,
+        default="",
+        help_text="Staff questions: the group an operator must belong to (empty: any).",
+    )
+    decisions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Approvals: every decision (who, when, approve or reject, reason, changes).",
+    )
 
     class Meta:
         verbose_name = "question"
@@ -236,6 +267,10 @@ class InputRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.method} {self.key} of {self.task_id[:8]}…"
+
+    @property
+    def for_staff(self) -> bool:
+        return self.audience == Audience.STAFF
 
 
 class StreamEvent(models.Model):

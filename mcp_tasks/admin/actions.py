@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpR
 from django.urls import reverse
 from django.utils.html import format_html
 
+from ..authoring.approval import APPROVAL_METHOD
 from ..core import task_contract
 from ..models import InputRequest, InputRequestStatus, Task, TaskStatus
 from ..tasks import crypto, service
@@ -101,8 +102,6 @@ def retry_tasks(request: HttpRequest, queryset: QuerySet[Task]) -> None:
 def quick_answer(request: HttpRequest, task_id: str) -> dict[str, Any] | None:
     """The task page's answer form: only when the task has exactly one open question and
     the operator may answer it."""
-    if not request.user.has_perm(ANSWER_PERMISSION):
-        return None
     waiting = list(
         InputRequest.objects.filter(task_id=task_id, status=InputRequestStatus.PENDING)
         .select_related("task")
@@ -111,6 +110,8 @@ def quick_answer(request: HttpRequest, task_id: str) -> dict[str, Any] | None:
     if len(waiting) != 1 or waiting[0].task.is_terminal:
         return None
     (question,) = waiting
+    if question.method == APPROVAL_METHOD or not service.may_answer(request.user, question):
+        return None  # an approval has its own panel
     form = answer_form(question, None)
     model_form = cast(Any, form)  # the admin's helpers are typed for ModelForms only
     return {

@@ -29,11 +29,12 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
+from ..authoring.approval import APPROVAL_METHOD
 from ..conf import get_config
 from ..core import task_contract
 from ..models import InputRequest, InputRequestStatus, Task, TaskLogEntry, TaskStatus
 from ..tasks import service
-from . import actions as admin_actions, forms as admin_forms
+from . import actions as admin_actions, approvals as admin_approvals, forms as admin_forms
 from .forms import ELICIT, ROOTS, SAMPLE, answer_form, answer_url
 from .waiting import (
     PrincipalFilter,
@@ -46,7 +47,12 @@ from .waiting import (
 
 ANSWER_PERMISSION = "mcp_tasks.answer_inputrequest"
 CANCEL_PERMISSION = "mcp_tasks.change_task"
-KINDS = {ELICIT: "Question", SAMPLE: "Model request (sampling)", ROOTS: "Roots request"}
+KINDS = {
+    ELICIT: "Question",
+    SAMPLE: "Model request (sampling)",
+    ROOTS: "Roots request",
+    APPROVAL_METHOD: "Approval",
+}
 
 
 def pretty_json(value: Any) -> SafeString:
@@ -139,7 +145,8 @@ class QuestionColumns:
 
     @admin.display(description="kind", ordering="method")
     def kind(self, obj: InputRequest) -> str:
-        return KINDS.get(obj.method, obj.method)
+        kind = KINDS.get(obj.method, obj.method)
+        return f"{kind} (staff only)" if obj.for_staff and obj.method != APPROVAL_METHOD else kind
 
     @admin.display(description="answered by")
     def answered(self, obj: InputRequest) -> str:
@@ -150,8 +157,12 @@ class QuestionColumns:
 
     @admin.display(description="")
     def answer_link(self, obj: InputRequest) -> SafeString:
-        label = "Answer" if obj.status == InputRequestStatus.PENDING else "Details"
-        return format_html('<a class="button" href="{}">{}</a>', answer_url(obj), label)
+        waiting = obj.status == InputRequestStatus.PENDING
+        if obj.method == APPROVAL_METHOD:
+            url, label = admin_approvals.decide_url(obj), "Decide" if waiting else "Details"
+        else:
+            url, label = answer_url(obj), "Answer" if waiting else "Details"
+        return format_html('<a class="button" href="{}">{}</a>', url, label)
 
 
 # -- tasks ------------------------------------------------------------------------------------
@@ -285,6 +296,7 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
             if failed and admin_actions.can_retry(request)
             else None,
             "quick_answer": admin_actions.quick_answer(request, task_id),
+            "approval": admin_approvals.task_panel(request, task_id),
             "mcp_live": live_context(task_id),
         }
         return super().change_view(
@@ -419,7 +431,9 @@ def _links() -> dict[str, Any]:
         "mcp_live": live_context(),
         "queue_dashboard_url": queue_dashboard_url(),
         "waiting_questions_url": reverse("admin:mcp_tasks_inputrequest_changelist"),
+        "approvals_url": admin_approvals.approvals_url(),
         "waiting_count": InputRequest.objects.filter(status=InputRequestStatus.PENDING).count(),
+        "approvals_waiting": admin_approvals.waiting_approvals(),
     }
 
 
@@ -474,11 +488,28 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
     ordering = ("created_at", "id")
 
     def get_urls(self) -> list[URLPattern]:
-        view = self.admin_site.admin_view(self.answer_view)
+        wrap = self.admin_site.admin_view
         return [
-            path("<path:object_id>/answer/", view, name="mcp_tasks_inputrequest_answer"),
+            path("approvals/", wrap(self.approvals_view), name="mcp_tasks_inputrequest_approvals"),
+            path(
+                "<path:object_id>/answer/",
+                wrap(self.answer_view),
+                name="mcp_tasks_inputrequest_answer",
+            ),
+            path(
+                "<path:object_id>/decide/",
+                wrap(self.decide_view),
+                name="mcp_tasks_inputrequest_decide",
+            ),
             *super().get_urls(),
         ]
+
+    def approvals_view(self, request: HttpRequest) -> HttpResponse:
+        extra = {"mcp_live": live_context(), "queue_dashboard_url": queue_dashboard_url()}
+        return admin_approvals.approvals_view(self, request, extra)
+
+    def decide_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        return admin_approvals.decide_view(self, request, object_id, {"mcp_live": live_context()})
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -489,6 +520,8 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
         title = "Waiting questions" if waiting else "Questions asked by tasks"
         context = {
             "title": title,
+            "approvals_url": admin_approvals.approvals_url(),
+            "approvals_waiting": admin_approvals.waiting_approvals(),
             "queue_dashboard_url": queue_dashboard_url(),
             "mcp_live": live_context(),
             **(extra_context or {}),
@@ -534,10 +567,12 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
             raise Http404("No such question.") from None
         if not self.has_view_permission(request, question):
             raise PermissionDenied
+        if question.method == APPROVAL_METHOD:
+            return HttpResponseRedirect(admin_approvals.decide_url(question))
         answerable = question.status == InputRequestStatus.PENDING and not question.task.is_terminal
         form = answer_form(question, request.POST if request.method == "POST" else None)
         if request.method == "POST":
-            if not can_answer(request):
+            if not service.may_answer(request.user, question):
                 raise PermissionDenied
             if not answerable:
                 messages.warning(
@@ -558,6 +593,8 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
                     )
                 except task_contract.InvalidAnswer as exc:
                     form.add_error(None, str(exc))
+                except service.NotAllowed:
+                    raise PermissionDenied from None
                 else:
                     if accepted:
                         messages.success(request, "Answer sent: the task resumes.")
@@ -589,7 +626,7 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
             if question.method == SAMPLE
             else None,
             "answerable": answerable,
-            "can_answer": can_answer(request),
+            "can_answer": service.may_answer(request.user, question),
             "answerer": answerer(question),
             "response_json": pretty_json(question.response),
             "form": form,

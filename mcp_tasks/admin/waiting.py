@@ -28,6 +28,7 @@ WAITING_CHOICES: dict[str, tuple[str, Q]] = {
 }
 #: What a waiting task waits for: (the list's short label, the task page's).
 WAITING_LABELS: dict[str, tuple[str, str]] = {
+    WaitingFor.STAFF: ("staff", "Staff: an approval or a staff question"),
     WaitingFor.LIMIT: ("concurrency slot", "A concurrency slot"),
     WaitingFor.RETRY: ("next attempt", "Its next attempt"),
     WaitingFor.NOTHING: ("worker", "A worker (queued, not started)"),
@@ -37,6 +38,8 @@ WAITING_LABELS: dict[str, tuple[str, str]] = {
 def waiting_labels(task: Task) -> tuple[str, str] | None:
     """What ``task`` waits for, short and long; None while it runs or once it is over
     (``waiting_for`` may outlive the wait)."""
+    if task.status == TaskStatus.WORKING and task.waiting_for == WaitingFor.STAFF:
+        return WAITING_LABELS[WaitingFor.STAFF]
     if task.status != TaskStatus.WORKING or task.heartbeat_at is not None:
         return None
     return WAITING_LABELS.get(task.waiting_for, WAITING_LABELS[WaitingFor.NOTHING])

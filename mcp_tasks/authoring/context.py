@@ -15,7 +15,8 @@ from typing import Any, Protocol, TypeVar, overload
 import mcp_types as types
 
 from ..auth import AccessToken
-from ..exceptions import ClientCapabilityError
+from ..exceptions import ClientCapabilityError, ToolError
+from .approval import DEFAULT_PERMISSION, StaffAudience
 from .elicitation import (
     AcceptedElicitation,
     CancelledElicitation,
@@ -321,6 +322,41 @@ class Context:
         on the wire (default: chosen by the server).
         """
         result: ElicitationResult = await self._ask_one(ElicitInput(message, response_type), key)
+        return result
+
+    async def ask_staff(
+        self,
+        message: str,
+        schema: Any = None,
+        *,
+        permission: str = DEFAULT_PERMISSION,
+        group: str | None = None,
+        timeout: float | None = None,
+        key: str | None = None,
+    ) -> ElicitationResult:
+        """Ask staff, not the client: the question waits in the admin for an operator who
+        holds ``permission`` (and belongs to ``group``, if given); the client sees the task
+        ``working`` ("Waiting for approval by staff") and cannot answer it.
+
+        ``schema``: a response type as for :meth:`elicit`, or a flat ``requestedSchema``
+        dict (accepted data is then the content dict). ``timeout``: seconds before the
+        question times out (``CancelledElicitation``; None: ``INPUT_TIMEOUT``). Background
+        tasks only (``TaskConfig(mode="required")``): a plain call has no one to wait for.
+        """
+        if self._task_id is None:
+            raise ToolError(
+                "ctx.ask_staff needs a background task: declare the tool with "
+                "task=TaskConfig(mode='required') so that it never runs as a plain call"
+            )
+        audience = StaffAudience(permission, group, timeout)
+        if isinstance(schema, dict):
+            item = ElicitInput(message, schema=schema)
+        else:
+            item = ElicitInput(message, schema)
+        question = item.question(key)
+        staff_question = Question(question.key, question.method, question.params, audience)
+        (answer,) = await self._backend.ask([staff_question])
+        result: ElicitationResult = item.read(answer)
         return result
 
     async def elicit_form(

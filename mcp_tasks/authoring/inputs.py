@@ -14,16 +14,19 @@ import mcp_types as types
 
 from ..core.jsonrpc import wire_dict
 from ..exceptions import ToolError
+from .approval import StaffAudience
 from .elicitation import ElicitationResult, ElicitationSpec, elicitation_spec, raw_form_spec
 
 
 @dataclass(frozen=True)
 class Question:
-    """One request to the client: ``key`` (None: chosen by the server), method, params."""
+    """One request to the client: ``key`` (None: chosen by the server), method, params;
+    ``staff``: who may answer when only staff may (``ctx.ask_staff``, approvals)."""
 
     key: str | None
     method: str
     params: dict[str, Any]
+    staff: StaffAudience | None = None
 
     @property
     def key_prefix(self) -> str:

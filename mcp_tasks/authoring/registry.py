@@ -26,6 +26,7 @@ from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_meta
 
 from ..auth.permissions import OPEN, Access
 from ..core.jsonrpc import wire_dict
+from .approval import Approval
 from .context import Context
 from .retries import Retry
 
@@ -155,6 +156,8 @@ class ToolSpec:
     raw_input_schema: dict[str, Any] | None = None
     #: Who may list and call it (see :mod:`mcp_tasks.auth.permissions`).
     access: Access = OPEN
+    #: An operator approves each task of it before it runs (:mod:`.approval`).
+    approval: Approval | None = None
 
     @functools.cached_property
     def input_schema(self) -> dict[str, Any]:
@@ -326,8 +329,13 @@ class MCPServer:
         input_schema: dict[str, Any] | None = None,
         permissions: list[str] | None = None,
         scopes: list[str] | None = None,
+        approval: Approval | None = None,
     ) -> Callable[[F], F]:
         """Register a function as a tool. ``task=True`` lets it run as a background task.
+
+        ``approval``: each task waits for an operator's decision in the admin before it
+        runs (:class:`~mcp_tasks.authoring.approval.Approval`); such a tool runs only as a
+        task, so ``task=True`` (or no ``task``) means ``mode="required"`` here.
 
         ``input_schema`` replaces the schema derived from the type hints: it is advertised as
         written and arguments are validated against it (JSON Schema 2020-12), then passed to
@@ -344,7 +352,14 @@ class MCPServer:
                     f"tool name {tool_name!r} is invalid: use 1-128 letters, digits, '_', '-', '.'"
                 )
             self._check_unique("tool", self.tools, tool_name, fn)
-            task_config = TaskConfig.coerce(task)
+            if approval is not None and not isinstance(approval, Approval):
+                raise ImproperlyConfigured(
+                    f"tool {tool_name!r}: approval={approval!r}: use mcp_tasks.Approval(...)"
+                )
+            if approval is not None and (task is True or task is None):
+                task_config = TaskConfig(mode="required")
+            else:
+                task_config = TaskConfig.coerce(task)
             context_param = _context_parameter(fn)
             skip = [context_param] if context_param else []
             if input_schema is not None:
@@ -371,8 +386,11 @@ class MCPServer:
                 meta=meta,
                 raw_input_schema=input_schema,
                 access=Access.of(f"tool {tool_name!r}", permissions, scopes),
+                approval=approval,
             )
             _check_concurrency_key(spec)
+            if approval is not None:
+                approval.check_tool(tool_name, list(spec.input_schema.get("properties", {})))
             self.tools[tool_name] = spec
             return fn
 

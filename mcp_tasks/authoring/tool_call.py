@@ -96,6 +96,13 @@ async def run_tool(
     (:func:`failure_result`), except those ``transient`` picks (a task's retries), which
     propagate. ``InputRequired``, ``ProtocolError`` and cancellation propagate.
     """
+    if tool.approval is not None and not context.is_background_task:
+        # Never run unapproved (check mcp_tasks.E018 reports the set-up that allows it).
+        return error_result(
+            f"Tool {tool.name!r} needs a staff approval and runs only as a background task: "
+            "call it from a client that supports tasks (the io.modelcontextprotocol/tasks "
+            "extension, or params.task on 2025-11-25)"
+        )
     kwargs = dict(validated)
     if tool.context_param:
         kwargs[tool.context_param] = context

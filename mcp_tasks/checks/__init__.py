@@ -16,6 +16,7 @@ from django.utils.module_loading import import_string
 
 from ..conf import DEFAULTS, get_config
 from . import workers as worker_checks
+from .approvals import check_approvals
 from .oauth import check_oauth
 from .workers import check_workers
 
@@ -54,6 +55,7 @@ def check_mcp_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
         messages += _check_notifications()
         messages += check_workers()
     messages += _check_database_connections()
+    messages += check_approvals()
     return messages
 
 

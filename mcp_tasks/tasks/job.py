@@ -21,6 +21,7 @@ from channels.layers import get_channel_layer
 from .. import sessions
 from ..auth import AccessToken
 from ..auth.permissions import allowed_now
+from ..authoring.approval import expired_result, rejection_result
 from ..authoring.context import Context, level_allows
 from ..authoring.inputs import Question
 from ..authoring.lifespan import lifespan_context
@@ -33,7 +34,7 @@ from ..core.db import db
 from ..core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, notification
 from ..exceptions import ProtocolError, ToolError
 from ..models import Task, TaskSnapshot
-from . import crypto, notify, service
+from . import approvals, crypto, notify, service
 from .runtime import JobSlot, Runtime, TaskWatch, runtime_for_loop
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -139,7 +140,10 @@ class TaskBackend:
             rows = await db(service.ask_all)(
                 self.task.id,
                 first,
-                [(question.method, question.params, question.key) for question in questions],
+                [
+                    (question.method, question.params, question.key, question.staff)
+                    for question in questions
+                ],
                 self.runtime.name,
             )
             keys = [row.key for row in rows]
@@ -153,7 +157,9 @@ class TaskBackend:
         if not _all_answered(keys, answers):
             try:
                 session_id = self.task.session_id if self.snapshot.era == "legacy" else None
-                await notify.apublish_task_change(self.task.id, "input_required", session_id)
+                for_staff = all(question.staff is not None for question in questions)
+                status = "working" if for_staff else "input_required"
+                await notify.apublish_task_change(self.task.id, status, session_id)
             except Exception:
                 logger.exception("could not announce the questions of task %s", self.task.id)
                 for key in keys:
@@ -170,6 +176,31 @@ class TaskBackend:
             else answer
             for question, key, answer in zip(questions, keys, answers, strict=True)
         ]
+
+    async def approval(self, tool: ToolSpec) -> Any:
+        """The operator's decision on this task (``tool.approval``): recorded and waited
+        for (a short hold, then the job ends) the first time, read back on later runs."""
+        self._check_running()
+        approval = tool.approval
+        assert approval is not None
+        arguments = dict(self.task.arguments or {})
+        params = {
+            "message": approval.render(arguments),
+            "tool": tool.name,
+            "arguments": arguments,
+            "editable": list(approval.editable),
+            "approvers": approval.approvers,
+        }
+        self.watch.changed.clear()
+        row = await db(approvals.ask_approval)(
+            self.task.id, params, approval.audience, self.runtime.name
+        )
+        answer = service.answer_in(row)
+        if answer is None:
+            session_id = self.task.session_id if self.snapshot.era == "legacy" else None
+            await notify.apublish_task_change(self.task.id, "working", session_id)
+            (answer,) = await self._hold([row.key], [None])
+        return answer
 
     async def _answers(self, keys: list[str | None]) -> list[Any]:
         return await db(service.answers_of)(self.task.id, keys)
@@ -315,9 +346,11 @@ async def execute(
         if watch.ended:
             return  # cancelled while it was starting
         retries = tool.task.retries or DEFAULT_RETRY
-        tool_run = watch.tool = asyncio.ensure_future(
-            run_tool(tool, validated, context, transient=retries.is_transient)
-        )
+        if tool.approval is None:
+            running = run_tool(tool, validated, context, transient=retries.is_transient)
+        else:
+            running = _run_approved(tool, backend, context, retries)
+        tool_run = watch.tool = asyncio.ensure_future(running)
         try:
             done, _ = await asyncio.wait({tool_run}, timeout=timeout)
         except asyncio.CancelledError:
@@ -355,6 +388,24 @@ async def execute(
             )
             raise
         await _complete(runtime, task, result)
+
+
+async def _run_approved(
+    tool: ToolSpec, backend: TaskBackend, context: Context, retries: Retry
+) -> dict[str, Any]:
+    """Wait for the operator's decision, then run the tool with the approved arguments (a
+    rejection or no decision in time: an ``isError`` result that says so)."""
+    decision = await backend.approval(tool)
+    if decision == service.EXPIRED:
+        return expired_result()
+    if not isinstance(decision, dict) or decision.get("action") != "approve":
+        reason = decision.get("reason", "") if isinstance(decision, dict) else ""
+        return rejection_result(str(reason))
+    try:
+        validated = validate_arguments(tool, decision.get("arguments") or backend.task.arguments)
+    except ValueError as exc:
+        return error_result(str(exc))
+    return await run_tool(tool, validated, context, transient=retries.is_transient)
 
 
 async def _retry_or_end(

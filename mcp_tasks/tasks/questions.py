@@ -7,6 +7,7 @@ import functools
 import json
 import logging
 import secrets
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -15,14 +16,22 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .. import jsontext, signals
+from ..authoring.approval import (
+    APPROVAL_METHOD,
+    DEFAULT_PERMISSION,
+    WAITING_FOR_STAFF,
+    StaffAudience,
+)
 from ..authoring.inputs import KEY_PREFIXES
 from ..conf import get_config
 from ..core.task_contract import InvalidAnswer, TaskNotFound
 from ..models import (
+    Audience,
     InputRequest,
     InputRequestStatus,
     Task,
     TaskStatus,
+    WaitingFor,
 )
 from . import announcements, queue, rows
 from .changes import expired, locked, publish_on_commit, status_changed, touch
@@ -31,8 +40,30 @@ logger = logging.getLogger("mcp_tasks.tasks")
 
 
 def outstanding_requests(task: Task) -> list[InputRequest]:
-    """Questions still waiting for an answer, in the order they were asked."""
-    return list(task.input_requests.filter(status=InputRequestStatus.PENDING).order_by("sequence"))
+    """The client's questions still waiting for an answer, in the order they were asked
+    (staff questions are never shown to the client)."""
+    return list(
+        task.input_requests.filter(
+            status=InputRequestStatus.PENDING, audience=Audience.CLIENT
+        ).order_by("sequence")
+    )
+
+
+class NotAllowed(PermissionError):  # noqa: N818 - reads like PermissionDenied
+    """This user may not answer this staff question (its permission or group)."""
+
+
+def may_answer(user: Any, question: InputRequest) -> bool:
+    """Whether ``user`` (an operator in the admin) may answer ``question``: a staff
+    question needs its own permission (and group); others ``answer_inputrequest``."""
+    if user is None or not getattr(user, "is_active", False):
+        return False
+    permission = (question.permission if question.for_staff else "") or DEFAULT_PERMISSION
+    if not user.has_perm(permission):
+        return False
+    if question.for_staff and question.staff_group and not user.is_superuser:
+        return bool(user.groups.filter(name=question.staff_group).exists())
+    return True
 
 
 class ReplayMismatch(BaseException):
@@ -52,6 +83,8 @@ def question_text(method: str, params: dict[str, Any]) -> str:
         return str(params.get("message") or "Waiting for an answer")[:2000]
     if method == "sampling/createMessage":
         return "Waiting for the client's model to answer"
+    if method == APPROVAL_METHOD:
+        return str(params.get("message") or "Approve this task")[:2000]
     return "Waiting for the client's roots"
 
 
@@ -70,26 +103,38 @@ def ask(
     params: dict[str, Any],
     worker_name: str,
     key: str | None = None,
+    staff: StaffAudience | None = None,
 ) -> InputRequest:
     """Record question number ``sequence`` of this run (or find it when the tool is
-    replayed) and mark the task ``input_required``."""
-    (request,) = ask_all(task_id, sequence, [(method, params, key)], worker_name)
+    replayed) and mark the task ``input_required`` (a staff question: ``working``,
+    waiting for staff)."""
+    (request,) = ask_all(task_id, sequence, [(method, params, key, staff)], worker_name)
     return request
+
+
+#: One question of a round: ``(method, params, key)``, or with who may answer it (staff).
+Asked = (
+    tuple[str, dict[str, Any], str | None]
+    | tuple[str, dict[str, Any], str | None, StaffAudience | None]
+)
 
 
 def ask_all(
     task_id: str,
     first_sequence: int,
-    questions: list[tuple[str, dict[str, Any], str | None]],
+    questions: Sequence[Asked],
     worker_name: str,
 ) -> list[InputRequest]:
-    """Record one round of questions (``(method, params, key)`` each, numbered from
-    ``first_sequence``) in one transaction: a poll sees all of them or none. A question
+    """Record one round of questions (``(method, params, key[, staff])`` each, numbered
+    from ``first_sequence``) in one transaction: a poll sees all of them or none. A question
     already recorded under its number (the tool is replayed after a resume) is returned
-    as it is, answer included; one that differs raises :class:`ReplayMismatch`."""
-    questions = [
+    as it is, answer included; one that differs raises :class:`ReplayMismatch`. A round of
+    staff questions only leaves the task ``working`` (waiting for staff): the client does
+    not see them."""
+    audiences = [question[3] if len(question) > 3 else None for question in questions]
+    stored: list[tuple[str, dict[str, Any], str | None]] = [
         (method, *jsontext.storable((params, key), f"a question of task {task_id}"))
-        for method, params, key in questions
+        for method, params, key, *_ in questions
     ]
     with transaction.atomic():
         task = locked(task_id)
@@ -98,10 +143,14 @@ def ask_all(
         recorded = list(task.input_requests.all())
         by_sequence = {request.sequence: request for request in recorded}
         used_keys = {request.key for request in recorded}
-        expires_at = timezone.now() + timedelta(seconds=get_config()["INPUT_TIMEOUT"])
+        now = timezone.now()
+        expires_at = now + timedelta(seconds=get_config()["INPUT_TIMEOUT"])
         round_: list[InputRequest] = []
         new: list[InputRequest] = []
-        for sequence, (method, params, key) in enumerate(questions, start=first_sequence):
+        for offset, ((method, params, key), staff) in enumerate(
+            zip(stored, audiences, strict=True)
+        ):
+            sequence = first_sequence + offset
             existing = by_sequence.get(sequence)
             if existing is not None:
                 _check_replay(existing, sequence, method, params)
@@ -121,24 +170,41 @@ def ask_all(
                 params=params,
                 expires_at=expires_at,
             )
+            if staff is not None:
+                request.audience = Audience.STAFF
+                request.permission = staff.permission
+                request.staff_group = staff.group or ""
+                if staff.timeout is not None:
+                    request.expires_at = now + timedelta(seconds=staff.timeout)
             round_.append(request)
             new.append(request)
         if new:
             InputRequest.objects.bulk_create(new)
-            status_changed(task_id, task.status, TaskStatus.INPUT_REQUIRED)
+            for_client = [request for request in new if not request.for_staff]
+            if for_client:
+                status_changed(task_id, task.status, TaskStatus.INPUT_REQUIRED)
             announcements.announce_on_commit(task_id, "question_asked")
             if signals.listened(signals.question_asked):
                 for request in new:
                     signals.send_on_commit(
                         signals.question_asked, task_id=task_id, question=request
                     )
-            last = new[-1]
-            touch(
-                task,
-                status=TaskStatus.INPUT_REQUIRED,
-                status_message=question_text(last.method, last.params),
-                waiting_worker=worker_name[:255],
-            )
+            if for_client:
+                last = for_client[-1]
+                touch(
+                    task,
+                    status=TaskStatus.INPUT_REQUIRED,
+                    status_message=question_text(last.method, last.params),
+                    waiting_worker=worker_name[:255],
+                )
+            else:
+                # Only staff may answer: the client sees its task working, waiting for staff.
+                touch(
+                    task,
+                    status_message=WAITING_FOR_STAFF,
+                    waiting_for=WaitingFor.STAFF,
+                    waiting_worker=worker_name[:255],
+                )
     return round_
 
 
@@ -166,7 +232,13 @@ def withdraw(task_id: str, key: str) -> None:
             and not task.input_requests.filter(status=InputRequestStatus.PENDING).exists()
         ):
             status_changed(task_id, task.status, TaskStatus.WORKING)
-            touch(task, status=TaskStatus.WORKING, status_message="Working", waiting_worker="")
+            touch(
+                task,
+                status=TaskStatus.WORKING,
+                status_message="Working",
+                waiting_worker="",
+                waiting_for=WaitingFor.NOTHING,
+            )
             publish_on_commit(task)
 
 
@@ -224,7 +296,11 @@ def claim_relay(task_id: str, key: str) -> bool:
     """Reserve a waiting question for one stream to send (a 2025-11-25 session has a
     ``tasks/result`` stream and a GET stream; the client should be asked once)."""
     claimed = InputRequest.objects.filter(
-        task_id=task_id, key=key, status=InputRequestStatus.PENDING, relayed_at__isnull=True
+        task_id=task_id,
+        key=key,
+        status=InputRequestStatus.PENDING,
+        relayed_at__isnull=True,
+        audience=Audience.CLIENT,
     ).update(relayed_at=timezone.now())
     return bool(claimed)
 
@@ -295,7 +371,12 @@ def _after_answer(
     status_changed(task.id, task.status, TaskStatus.WORKING)
     if task.waiting_worker:
         # A worker holds the task in its hold window: wake it, it goes on.
-        touch(task, status=TaskStatus.WORKING, status_message="Answered")
+        touch(
+            task,
+            status=TaskStatus.WORKING,
+            status_message="Answered",
+            waiting_for=WaitingFor.NOTHING,
+        )
         answers = None
         if answered is not None and answered.response is not None:
             answers = {answered.key: answered.response}
@@ -307,6 +388,7 @@ def _after_answer(
         status_message="Answered; resuming",
         runs=task.runs + 1,
         heartbeat_at=None,
+        waiting_for=WaitingFor.NOTHING,
     )
     publish_on_commit(task)
     transaction.on_commit(lambda: queue.enqueue(task))
@@ -324,11 +406,14 @@ def answer(
 ) -> bool:
     """The one answer path (clients, legacy replies, the admin).
 
-    ``principal_scope`` None means staff acting in the admin. Returns False when the task
-    is not the principal's, has ended, or the question is not waiting (first answer
-    wins); with ``not_found_raises``, a task that is unknown, expired or someone else's
-    raises :class:`TaskNotFound` instead. Raises :class:`InvalidAnswer` when the answer
-    does not fit the question.
+    ``principal_scope`` None means staff acting in the admin (``user``). Returns False
+    when the task is not the principal's, has ended, or the question is not waiting (first
+    answer wins); a client's answer to a staff question is refused the same way, exactly
+    like one to an unknown key. With ``not_found_raises``, a task that is unknown, expired
+    or someone else's raises :class:`TaskNotFound` instead. Raises :class:`InvalidAnswer`
+    when the answer does not fit the question (or the question is an approval, decided
+    with :func:`mcp_tasks.tasks.approvals.decide`), :class:`NotAllowed` when ``user`` may
+    not answer a staff question.
     """
     with transaction.atomic():
         task = rows.locked_task(task_id, principal_scope)
@@ -344,6 +429,13 @@ def answer(
         request = next((r for r in waiting if r.key == key), None)
         if request is None or request.status != InputRequestStatus.PENDING:
             return False
+        if request.for_staff:
+            if principal_scope is not None:
+                return False  # the client never saw it: as for an unknown key
+            if request.method == APPROVAL_METHOD:
+                raise InvalidAnswer("an approval is decided with Approve or Reject")
+            if not may_answer(user, request):
+                raise NotAllowed(request.permission)
         request.response = validate_answer(request, response)
         request.status = InputRequestStatus.ANSWERED
         request.answered_by = answered_by[:255]

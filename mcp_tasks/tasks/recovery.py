@@ -14,6 +14,7 @@ from ..core.jsonrpc import INTERNAL_ERROR
 from ..models import (
     Task,
     TaskStatus,
+    WaitingFor,
 )
 from . import queue
 from .changes import fail, locked, publish_change, touch
@@ -67,7 +68,9 @@ def _note_unserved(task: Task) -> bool:
 
 def unserved_queues() -> list[str]:
     """The queues that have tasks waiting to start and no worker alive to start them."""
-    waiting = Task.objects.filter(status=TaskStatus.WORKING, heartbeat_at=None)
+    waiting = Task.objects.filter(status=TaskStatus.WORKING, heartbeat_at=None).exclude(
+        waiting_for=WaitingFor.STAFF
+    )
     names = sorted(set(waiting.values_list("queue", flat=True)))
     return [name for name in names if queue.live_workers(name) == 0]
 
@@ -75,8 +78,8 @@ def unserved_queues() -> list[str]:
 def may_be_lost(task: Task) -> bool:
     """A working task whose worker stopped beating, or queued (never started this run) for
     so long that its job may be lost (:func:`check_liveness` looks). Reads nothing."""
-    if task.status != TaskStatus.WORKING:
-        return False
+    if task.status != TaskStatus.WORKING or task.waiting_for == WaitingFor.STAFF:
+        return False  # a task waiting for staff has no job: it is parked like a question
     config = get_config()
     if task.heartbeat_at is not None:
         silent = timezone.now() - task.heartbeat_at

@@ -48,6 +48,7 @@ from .lifecycle import (
 )
 from .questions import (
     EXPIRED,
+    NotAllowed,
     ReplayMismatch,
     TaskEnded,
     answer,
@@ -58,6 +59,7 @@ from .questions import (
     claim_questions_to_mail,
     claim_relay,
     expire_questions,
+    may_answer,
     outstanding_requests,
     question_text,
     release,
@@ -70,6 +72,7 @@ from .recovery import check_liveness, purge_expired, recover_stalled, requeue_lo
 __all__ = [
     "EXPIRED",
     "FINAL_FIELDS_MAX",
+    "NotAllowed",
     "ReplayMismatch",
     "TaskEnded",
     "abegin_run",
@@ -97,6 +100,7 @@ __all__ = [
     "get_task",
     "heartbeat",
     "list_tasks",
+    "may_answer",
     "note_waiting_for_limit",
     "outstanding_requests",
     "purge_expired",

@@ -8,4 +8,4 @@ class DemoConfig(AppConfig):
 
     def ready(self) -> None:
         # Importing the modules registers their @mcp.tool/prompt/resource functions.
-        from . import conformance_tools, tools  # noqa: F401
+        from . import approval_tools, conformance_tools, tools  # noqa: F401

@@ -1,0 +1,81 @@
+"""The authoring side: ``Approval`` and ``ctx.ask_staff`` refuse what cannot work, an
+approval tool runs only as a task, and check mcp_tasks.E018 reports one that could not."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from mcp_tasks import Approval, Context, TaskConfig, ToolError
+from mcp_tasks.authoring.registry import MCPServer, mcp
+from mcp_tasks.authoring.tool_call import run_tool
+from mcp_tasks.checks.approvals import check_approvals
+
+
+def test_approval_refuses_bad_arguments() -> None:
+    with pytest.raises(ImproperlyConfigured, match="approvers"):
+        Approval(summary="x", approvers=0)
+    with pytest.raises(ImproperlyConfigured, match="tuple of argument names"):
+        Approval(summary="x", editable="amount")  # type: ignore[arg-type]
+    with pytest.raises(ImproperlyConfigured, match=r"app_label\.codename"):
+        Approval(summary="x", permission="approve")
+
+
+def test_approval_names_only_arguments_of_the_tool() -> None:
+    server = MCPServer()
+    with pytest.raises(ImproperlyConfigured, match=r"editable=\.\.\.\) names amont"):
+
+        @server.tool(task=True, approval=Approval(summary="x", editable=("amont",)))
+        async def pay(amount: float) -> str:
+            return ""
+
+    with pytest.raises(ImproperlyConfigured, match=r"summary=\.\.\.\) names who"):
+
+        @server.tool(task=True, approval=Approval(summary="Pay {who}"))
+        async def pay_too(amount: float) -> str:
+            return ""
+
+
+def test_an_approval_tool_runs_only_as_a_task() -> None:
+    assert mcp.tools["refund"].task.mode == "required"
+    assert Approval(summary="Refund {amount}").render({"amount": 5}) == "Refund 5"
+    assert Approval(summary="Refund {amount}").render({}) == "Refund {amount}"
+
+
+@pytest.fixture
+def optional_approval_tool() -> Iterator[str]:
+    @mcp.tool(
+        name="approval_check_probe",
+        task=TaskConfig(mode="optional"),
+        approval=Approval(summary="probe"),
+    )
+    async def probe() -> str:
+        return "ran"
+
+    yield "approval_check_probe"
+    del mcp.tools["approval_check_probe"]
+
+
+def test_e018_an_approval_tool_that_may_run_plainly(optional_approval_tool: str) -> None:
+    (message,) = check_approvals()
+    assert message.id == "mcp_tasks.E018"
+    assert optional_approval_tool in message.msg
+
+
+def test_the_demo_project_has_no_e018() -> None:
+    assert check_approvals() == []
+
+
+def test_an_approval_tool_called_plainly_does_not_run(optional_approval_tool: str) -> None:
+    tool = mcp.tools[optional_approval_tool]
+    result = asyncio.run(run_tool(tool, {}, Context()))
+    assert result["isError"] is True
+    assert "needs a staff approval" in result["content"][0]["text"]
+
+
+def test_ask_staff_outside_a_task_says_why() -> None:
+    with pytest.raises(ToolError, match="needs a background task"):
+        asyncio.run(Context().ask_staff("Which region?", str))
