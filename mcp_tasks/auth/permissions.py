@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -131,6 +131,17 @@ async def allowed(access: Access, principal: Principal) -> bool:
     return await _has_perms(principal.user, access.permissions)
 
 
+async def listed(access: Access, principal: Principal) -> bool:
+    """Does ``principal`` see an item requiring ``access`` in ``*/list``? When it may use it,
+    and also when only scopes stand in the way of its bearer token: a call then gets HTTP 403
+    ``insufficient_scope`` and the client can ask the user for them (step-up), which a client
+    that never saw the item would never do."""
+    if principal.access_token is not None and access.scopes:
+        access = replace(access, scopes=())
+    return await allowed(access, principal)
+
+
 async def visible(items: Sequence[Any], principal: Principal) -> list[Any]:
-    """The items (anything with an ``access`` attribute) ``principal`` may use, in order."""
-    return [item for item in items if await allowed(item.access, principal)]
+    """The items (anything with an ``access`` attribute) ``principal`` sees listed, in order
+    (:func:`listed`)."""
+    return [item for item in items if await listed(item.access, principal)]

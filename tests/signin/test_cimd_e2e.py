@@ -150,6 +150,8 @@ async def test_tool_needing_a_scope_gets_403_then_a_wider_consent(
     async with oauth_client(server, grace, storage, client_metadata_url=client_id) as client:
         await client.call_tool("add", {"a": 1, "b": 1})
         narrow = storage.tokens.access_token
+        # Listed for the narrow token too: a client can only step up to a tool it sees.
+        assert "account_info" in [tool.name for tool in (await client.list_tools()).tools]
         async with httpx.AsyncClient(timeout=30) as http:
             refused = await http.post(
                 server.mcp_url,

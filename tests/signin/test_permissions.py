@@ -133,9 +133,18 @@ async def test_session_user_is_not_limited_by_scopes(server: MCPServer) -> None:
     assert "scoped_tool" in await names(server, principal_for(None, bob))
 
 
-async def test_token_needs_the_scope(server: MCPServer) -> None:
+async def test_token_needs_the_scope_to_call_but_not_to_list(server: MCPServer) -> None:
+    # Listed, so that a client can call it, get 403 insufficient_scope and step up.
     assert "scoped_tool" in await names(server, principal_for(token(["reports:read"])))
-    assert "scoped_tool" not in await names(server, principal_for(token(["other"])))
+    assert "scoped_tool" in await names(server, principal_for(token(["other"])))
+    response = await call(server, principal_for(token(["other"])), "scoped_tool")
+    assert response["error"]["message"] == "Unknown tool: scoped_tool"
+    response = await call(server, principal_for(token(["reports:read"])), "scoped_tool")
+    assert "error" not in response
+
+
+async def test_anonymous_does_not_see_a_scoped_tool(server: MCPServer) -> None:
+    assert "scoped_tool" not in await names(server, ANONYMOUS)
 
 
 async def test_token_without_a_user_holds_no_permission(server: MCPServer) -> None:
@@ -146,8 +155,12 @@ async def test_token_user_needs_both_the_permission_and_the_scope() -> None:
     registry = MCPServer()
     registry.tool(name="both", permissions=[PERM], scopes=["admin"])(lambda: "x")
     alice = await _user("alice", PERM)
+    bob = await _user("bob")
     assert await names(registry, principal_for(token(["admin"], alice))) == ["both"]
-    assert await names(registry, principal_for(token([], alice))) == []
+    assert await names(registry, principal_for(token([], alice))) == ["both"]  # step-up helps
+    assert await names(registry, principal_for(token(["admin"], bob))) == []
+    assert (await call(registry, principal_for(token([], alice)), "both"))["error"]
+    assert "result" in await call(registry, principal_for(token(["admin"], alice)), "both")
 
 
 # -- tools/call ------------------------------------------------------------------------------
