@@ -148,8 +148,9 @@ DEFAULTS: dict[str, Any] = {
     # --- operators ---
     # E-mail new questions to the people who may answer them (needs SITE_URL for the links).
     "NOTIFY_QUESTIONS": False,
-    # Addresses those mails go to. Empty: every active staff user with an e-mail address who
-    # holds the ``mcp_tasks.answer_inputrequest`` permission (superusers included).
+    # Addresses those mails go to (every question). Empty: each question to the active staff
+    # users with an e-mail address who may answer it: ``mcp_tasks.answer_inputrequest``, or a
+    # staff question's own permission and group (superusers included).
     "NOTIFY_RECIPIENTS": [],
     # Seconds after a notification mail during which new questions are gathered; they go out
     # together in one digest once the window has passed.

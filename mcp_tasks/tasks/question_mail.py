@@ -20,6 +20,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import EmailMessage
 from django.db import connections
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -43,23 +44,48 @@ _scheduled = False
 
 def send_due() -> int:
     """Mail the questions not yet mailed, unless a mail went out within the digest window;
-    returns how many questions the mail listed (0: nothing sent)."""
+    returns how many questions the mails listed (0: nothing sent). Each recipient gets one
+    mail listing the questions they may answer (:func:`recipient_addresses`)."""
     config = get_config()
     if not config["NOTIFY_QUESTIONS"]:
         return 0
     questions = service.claim_questions_to_mail(config["NOTIFY_DIGEST_WINDOW"], MAX_PER_MAIL)
     if not questions:
         return 0
-    recipients = recipient_addresses()
-    if questions and recipients:
-        _send(questions, recipients)
-    elif questions:
-        logger.warning("%d question(s) wait, but nobody to e-mail them to", len(questions))
-    return len(questions) if recipients else 0
+    mails = mail_plan(questions)
+    listed = {question.pk for theirs in mails.values() for question in theirs}
+    if len(listed) < len(questions):
+        logger.warning(
+            "%d question(s) wait, but nobody to e-mail them to", len(questions) - len(listed)
+        )
+    for address, theirs in mails.items():
+        _send(theirs, address)
+    return len(listed)
 
 
-def recipient_addresses() -> list[str]:
-    """``NOTIFY_RECIPIENTS``, or the addresses of the active staff who may answer."""
+def mail_plan(questions: list[InputRequest]) -> dict[str, list[InputRequest]]:
+    """Who is mailed which questions: each address with the questions, in order, that its
+    user may answer (``NOTIFY_RECIPIENTS``, when set, get them all)."""
+    plan: dict[str, list[InputRequest]] = {}
+    holders: dict[tuple[str, str], list[str]] = {}
+    for question in questions:
+        who = _who_answers(question)
+        if who not in holders:
+            holders[who] = recipient_addresses(*who)
+        for address in holders[who]:
+            plan.setdefault(address, []).append(question)
+    return plan
+
+
+def _who_answers(question: InputRequest) -> tuple[str, str]:
+    if question.for_staff:
+        return question.permission or ANSWER_PERMISSION, question.staff_group
+    return ANSWER_PERMISSION, ""
+
+
+def recipient_addresses(permission: str = ANSWER_PERMISSION, group: str = "") -> list[str]:
+    """``NOTIFY_RECIPIENTS``, or the addresses of the active staff who hold ``permission``
+    (and belong to ``group``, unless superusers): who may answer such a question."""
     configured = list(get_config()["NOTIFY_RECIPIENTS"])
     if configured:
         return configured
@@ -68,8 +94,10 @@ def recipient_addresses() -> list[str]:
     backends = list(settings.AUTHENTICATION_BACKENDS)
     backend = _MODEL_BACKEND if len(backends) > 1 and _MODEL_BACKEND in backends else None
     manager: Any = user_model._default_manager  # Django's UserManager has with_perm()
-    users = manager.with_perm(ANSWER_PERMISSION, backend=backend)
-    found = users.filter(is_staff=True).exclude(**{field: ""}).exclude(**{f"{field}__isnull": True})
+    users = manager.with_perm(permission, backend=backend).filter(is_staff=True)
+    if group:
+        users = users.filter(Q(groups__name=group) | Q(is_superuser=True))
+    found = users.exclude(**{field: ""}).exclude(**{f"{field}__isnull": True})
     return sorted({str(address) for address in found.values_list(field, flat=True)})
 
 
@@ -107,7 +135,7 @@ def compose(questions: list[InputRequest]) -> tuple[str, str]:
         )
         for q in questions
     ]
-    footer = "Only staff who may answer questions asked by tasks can open these links."
+    footer = "Only staff who may answer these questions can open these links."
     return settings.EMAIL_SUBJECT_PREFIX + subject, "\n\n".join([*parts, footer]) + "\n"
 
 
@@ -115,11 +143,9 @@ def _question(question: InputRequest) -> str:
     return " ".join(question_text(question.method, question.params or {}).split())
 
 
-def _send(questions: list[InputRequest], recipients: list[str]) -> None:
+def _send(questions: list[InputRequest], address: str) -> None:
     subject, body = compose(questions)
-    mails = [EmailMessage(subject, body, to=[address]) for address in recipients]
-    for mail in mails:  # each on the default backend (get_connection() is deprecated in 6.1)
-        mail.send()
+    EmailMessage(subject, body, to=[address]).send()
 
 
 # -- sending at once, off the asking thread ---------------------------------------------------

@@ -16,6 +16,7 @@ from django.test import Client
 from django.utils import timezone
 
 from mcp_tasks import signals
+from mcp_tasks.authoring.approval import StaffAudience
 from mcp_tasks.core import task_contract
 from mcp_tasks.models import InputRequest, InputRequestStatus, Task
 from mcp_tasks.tasks import embedded, question_mail, service
@@ -135,6 +136,60 @@ def test_mail_goes_to_active_staff_who_may_answer_and_have_an_address() -> None:
         "root@example.com",
     ]
     assert all(len(sent.to) == 1 for sent in mail.outbox)  # nobody sees the others' address
+
+
+def ask_staff(task: Task, permission: str, group: str | None = None) -> InputRequest:
+    params = {"message": "Approve the refund?", "requestedSchema": SCHEMA}
+    staff = StaffAudience(permission=permission, group=group)
+    return service.ask(task.id, 1, "elicitation/create", params, "w", staff=staff)
+
+
+@pytest.mark.django_db
+def test_a_staff_question_goes_to_the_holders_of_its_permission_only() -> None:
+    user("olga")  # may answer the clients' questions, not this one
+    user("bill", can_answer=False).user_permissions.add(perm("change_task"))
+    user("root", can_answer=False, is_superuser=True)
+    user("nostaff", is_staff=False, can_answer=False).user_permissions.add(perm("change_task"))
+    ask_staff(new_task(), "mcp_tasks.change_task")
+    assert question_mail.send_due() == 1
+    assert sorted(sent.to[0] for sent in mail.outbox) == ["bill@example.com", "root@example.com"]
+
+
+@pytest.mark.django_db
+def test_a_staff_question_for_a_group_goes_to_its_members_and_superusers() -> None:
+    finance = Group.objects.create(name="finance")
+    user("fay").groups.add(finance)
+    user("olga")  # holds the permission, not in the group
+    user("root", can_answer=False, is_superuser=True)
+    ask_staff(new_task(), "mcp_tasks.answer_inputrequest", group="finance")
+    question_mail.send_due()
+    assert sorted(sent.to[0] for sent in mail.outbox) == ["fay@example.com", "root@example.com"]
+
+
+@pytest.mark.django_db
+def test_each_operator_is_mailed_only_the_questions_they_may_answer() -> None:
+    user("olga")
+    user("bill", can_answer=False).user_permissions.add(perm("change_task"))
+    for_clients = ask(new_task("build_report"))
+    for_staff = ask_staff(new_task("refund"), "mcp_tasks.change_task")
+    assert question_mail.send_due() == 2
+    bodies = {sent.to[0]: sent.body for sent in mail.outbox}
+    assert set(bodies) == {"olga@example.com", "bill@example.com"}
+    assert f"/{for_clients.pk}/answer/" in bodies["olga@example.com"]
+    assert f"/{for_staff.pk}/" not in bodies["olga@example.com"]
+    assert f"/{for_staff.pk}/answer/" in bodies["bill@example.com"]
+    assert f"/{for_clients.pk}/" not in bodies["bill@example.com"]
+
+
+@pytest.mark.django_db
+def test_a_staff_question_nobody_may_answer_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    user("olga")
+    ask(new_task())
+    ask_staff(new_task("refund"), "mcp_tasks.change_task")
+    with caplog.at_level(logging.WARNING, logger="mcp_tasks.notifications"):
+        assert question_mail.send_due() == 1
+    assert [sent.to[0] for sent in mail.outbox] == ["olga@example.com"]
+    assert "1 question(s) wait, but nobody to e-mail them to" in caplog.text
 
 
 @pytest.mark.django_db
