@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from typing import Any
@@ -24,6 +25,7 @@ from mcp_tasks.models import (
     TaskStatus,
 )
 from mcp_tasks.tasks import crypto, service
+from tests.support import rows
 
 pytestmark = pytest.mark.django_db
 
@@ -70,14 +72,8 @@ def make_task(tool: str = "long_report", status: str = TaskStatus.WORKING, **fie
     return task
 
 
-def ask(
-    task: Task, method: str = "elicitation/create", params: dict[str, Any] | None = None
-) -> InputRequest:
-    """A question of ``task``, recorded the way the worker does (through the service)."""
-    if params is None:
-        params = {"message": "Include draft figures?", "requestedSchema": BOOL_SCHEMA}
-    sequence = task.input_requests.count() + 1
-    return service.ask(task.id, sequence, method, params, worker_name="")
+#: A question of a task, recorded the way the worker does (through the service).
+ask = functools.partial(rows.ask, schema=BOOL_SCHEMA)
 
 
 def make_user(username: str, *perms: str, superuser: bool = False) -> User:
@@ -572,7 +568,7 @@ def test_sampling_question_is_answered_with_the_assistant_s_text(as_operator: Cl
         "systemPrompt": "You are terse.",
         "maxTokens": 50,
     }
-    question = ask(make_task(), "sampling/createMessage", params)
+    question = ask(make_task(), method="sampling/createMessage", params=params)
     body = page(as_operator.get(answer_url(question)))
     assert "Write a haiku about queues" in body
     assert "You are terse." in body
@@ -588,7 +584,7 @@ def test_sampling_question_is_answered_with_the_assistant_s_text(as_operator: Cl
 
 
 def test_roots_question_is_answered_with_uris(as_operator: Client) -> None:
-    question = ask(make_task(), "roots/list", {})
+    question = ask(make_task(), method="roots/list", params={})
     as_operator.post(
         answer_url(question), {"roots": "file:///srv/app App\nfile:///tmp", "_accept": "Send"}
     )

@@ -19,18 +19,17 @@ from django.test import Client, override_settings
 from mcp_tasks.admin import events as admin_events, watchers as admin_watchers
 from mcp_tasks.admin.live import REFUSED
 from mcp_tasks.asgi import admin_live_application, mcp_application
-from mcp_tasks.core import task_contract
 from mcp_tasks.core.db import db
 from mcp_tasks.core.groups import task_shard_group
 from mcp_tasks.models import Task
 from mcp_tasks.tasks import embedded, service
+from tests.support.rows import ask, new_task
 from tests.support.worker_fixtures import task_id_in_shard_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LIVE = "/mcp-tasks/admin-live/"
 SETTINGS = {"EMBEDDED_WORKER": True, "ADMIN_LIVE_PATH": LIVE}
-SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 TIMEOUT = 5
 
 
@@ -89,25 +88,6 @@ async def operator_socket() -> AsyncIterator[WebsocketCommunicator]:
     await communicator.disconnect()
 
 
-def new_task() -> Task:
-    return service.create_task(
-        task_contract.NewTask(
-            tool_name="long_report",
-            arguments={},
-            principal_scope="user:9",
-            era="modern",
-            protocol_version="2026-07-28",
-            client_info={},
-            client_capabilities={},
-        )
-    )
-
-
-def ask(task_id: str) -> None:
-    params = {"message": "Proceed?", "requestedSchema": SCHEMA}
-    service.ask(task_id, 1, "elicitation/create", params, "w", "ok")
-
-
 async def next_event(communicator: WebsocketCommunicator) -> dict[str, Any]:
     """The next event other than ``ready`` (sent once, a second after connecting)."""
     while True:
@@ -154,16 +134,16 @@ async def test_staff_who_may_view_tasks_are_accepted() -> None:
 
 
 async def test_a_new_task_is_announced(operator_socket: WebsocketCommunicator) -> None:
-    task = await db(new_task)()
+    task = await db(new_task)(principal_scope="user:9")
     assert await next_event(operator_socket) == {"event": "task_created", "task_id": task.id}
 
 
 async def test_questions_asked_and_answered_are_announced(
     operator_socket: WebsocketCommunicator,
 ) -> None:
-    task = await db(new_task)()
+    task = await db(new_task)(principal_scope="user:9")
     await next_event(operator_socket)  # created
-    await db(ask)(task.id)
+    await db(ask)(task, "Proceed?", key="ok")
     events = [await next_event(operator_socket) for _ in range(2)]
     assert {"event": "question_asked", "task_id": task.id} in events
     assert {"event": "task_status_changed", "task_id": task.id} in events
@@ -176,7 +156,7 @@ async def test_questions_asked_and_answered_are_announced(
 
 
 async def test_a_new_log_line_is_announced(operator_socket: WebsocketCommunicator) -> None:
-    task = await db(new_task)()
+    task = await db(new_task)(principal_scope="user:9")
     await next_event(operator_socket)  # created
     await db(service.add_log)(task.id, "info", "tool", "a line")
     assert await next_event(operator_socket) == {"event": "task_logged", "task_id": task.id}
@@ -185,7 +165,10 @@ async def test_a_new_log_line_is_announced(operator_socket: WebsocketCommunicato
 async def test_progress_reaches_only_pages_that_watch_the_task(
     operator_socket: WebsocketCommunicator,
 ) -> None:
-    watched, other = await db(new_task)(), await db(new_task)()
+    watched, other = (
+        await db(new_task)(principal_scope="user:9"),
+        await db(new_task)(principal_scope="user:9"),
+    )
     for _ in range(2):
         await next_event(operator_socket)  # created, created
     await operator_socket.send_json_to({"watch": [watched.id]})
@@ -203,7 +186,7 @@ async def test_progress_reaches_only_pages_that_watch_the_task(
 async def test_a_page_hears_nothing_of_other_tasks_of_the_shards_it_joined(
     operator_socket: WebsocketCommunicator,
 ) -> None:
-    watched = await db(new_task)()
+    watched = await db(new_task)(principal_scope="user:9")
     await next_event(operator_socket)  # created
     await operator_socket.send_json_to({"watch": [watched.id]})
     await next_event(operator_socket)  # watching
@@ -223,7 +206,7 @@ async def test_a_page_hears_nothing_of_other_tasks_of_the_shards_it_joined(
 async def test_a_page_stops_hearing_of_tasks_it_no_longer_shows(
     operator_socket: WebsocketCommunicator,
 ) -> None:
-    task = await db(new_task)()
+    task = await db(new_task)(principal_scope="user:9")
     await next_event(operator_socket)
     await operator_socket.send_json_to({"watch": [task.id]})
     await next_event(operator_socket)
@@ -260,11 +243,11 @@ async def test_with_no_page_open_nothing_is_published_for_the_live_admin() -> No
     # One receive throughout: channels_redis's pub/sub layer drops a channel whose receive is
     # cancelled, and what is published before the next receive subscribes again is lost.
     receiving = asyncio.ensure_future(layer.receive(channel))
-    await db(new_task)()
+    await db(new_task)(principal_scope="user:9")
     done, _ = await asyncio.wait({receiving}, timeout=0.3)
     assert not done, receiving.result()
     await sync_to_async(admin_watchers.mark_open)()  # a page opened (in this process)
-    task = await db(new_task)()
+    task = await db(new_task)(principal_scope="user:9")
     message = await asyncio.wait_for(receiving, TIMEOUT)
     assert message["event"] == "task_created" and message["task_id"] == task.id
 

@@ -4,6 +4,7 @@ fake Redis; no worker runs them."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -13,9 +14,9 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from mcp_tasks.core import task_contract
 from mcp_tasks.models import InputRequestStatus, Task, TaskStatus
 from mcp_tasks.tasks import fair_queue, queue, service
+from tests.support import rows
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("embedded_queue")]
 
@@ -38,22 +39,20 @@ def operator(client: Client) -> Client:
     return client
 
 
-def new_task(**fields: Any) -> Task:
-    values: dict[str, Any] = {
-        "tool_name": "long_report",
-        "arguments": {"quarter": "Q3"},
-        "principal_scope": "client:client-alice:alice",
-        "era": "modern",
-        "protocol_version": "2026-07-28",
-        "client_info": {"name": "claude-code", "version": "2.1"},
-        "client_capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
-        "access_token": {"token": "valid-alice", "client_id": "client-alice"},
-        "headers": {"x-request-id": "rid-1"},
-        "progress_token": "p-1",
-        "origin_request_id": "call-1",
-        "timeout": 120,
-    }
-    return service.create_task(task_contract.NewTask(**{**values, **fields}))
+#: A task of client-alice's token, as the admin's operator actions meet them.
+new_task = functools.partial(
+    rows.new_task,
+    "long_report",
+    arguments={"quarter": "Q3"},
+    principal_scope="client:client-alice:alice",
+    client_info={"name": "claude-code", "version": "2.1"},
+    client_capabilities={"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    access_token={"token": "valid-alice", "client_id": "client-alice"},
+    headers={"x-request-id": "rid-1"},
+    progress_token="p-1",
+    origin_request_id="call-1",
+    timeout=120,
+)
 
 
 def failed_task() -> Task:
@@ -70,10 +69,7 @@ def retry_page(task: Task) -> str:
     return reverse("admin:mcp_tasks_task_retry", args=[quote(task.pk)])
 
 
-def ask(task: Task, message: str = "Include draft figures?") -> Any:
-    sequence = task.input_requests.count() + 1
-    params = {"message": message, "requestedSchema": SCHEMA}
-    return service.ask(task.id, sequence, "elicitation/create", params, "w")
+ask = functools.partial(rows.ask, schema=SCHEMA)
 
 
 def body(response: Any) -> str:

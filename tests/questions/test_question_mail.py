@@ -17,14 +17,14 @@ from django.utils import timezone
 
 from mcp_tasks import signals
 from mcp_tasks.authoring.approval import StaffAudience
-from mcp_tasks.core import task_contract
 from mcp_tasks.models import InputRequest, InputRequestStatus, Task
 from mcp_tasks.tasks import embedded, question_mail, service
 from mcp_tasks.tasks.worker import maintain
+from tests.support import rows
+from tests.support.rows import YES_NO, ask
 
 SITE = "https://ops.example.com"
 ON = {"EMBEDDED_WORKER": True, "NOTIFY_QUESTIONS": True, "SITE_URL": SITE}
-SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 
 
 @pytest.fixture(autouse=True)
@@ -50,23 +50,12 @@ def user(name: str, *, email: str | None = None, can_answer: bool = True, **flag
 
 
 def new_task(tool: str = "build_report") -> Task:
-    return service.create_task(
-        task_contract.NewTask(
-            tool_name=tool,
-            arguments={"quarter": "Q3"},
-            principal_scope="user:7",
-            era="modern",
-            protocol_version="2026-07-28",
-            client_info={"name": "claude-code", "version": "2.1"},
-            client_capabilities={},
-        )
+    return rows.new_task(
+        tool,
+        arguments={"quarter": "Q3"},
+        principal_scope="user:7",
+        client_info={"name": "claude-code", "version": "2.1"},
     )
-
-
-def ask(task: Task, message: str = "Include draft figures?") -> InputRequest:
-    sequence = task.input_requests.count() + 1
-    params = {"message": message, "requestedSchema": SCHEMA}
-    return service.ask(task.id, sequence, "elicitation/create", params, "w")
 
 
 def window_passes() -> None:
@@ -139,9 +128,7 @@ def test_mail_goes_to_active_staff_who_may_answer_and_have_an_address() -> None:
 
 
 def ask_staff(task: Task, permission: str, group: str | None = None) -> InputRequest:
-    params = {"message": "Approve the refund?", "requestedSchema": SCHEMA}
-    staff = StaffAudience(permission=permission, group=group)
-    return service.ask(task.id, 1, "elicitation/create", params, "w", staff=staff)
+    return ask(task, "Approve the refund?", staff=StaffAudience(permission, group))
 
 
 @pytest.mark.django_db
@@ -280,7 +267,7 @@ def test_a_round_of_questions_asked_at_once_makes_one_mail() -> None:
     user("olga")
     task = new_task()
     questions: list[tuple[str, dict[str, Any], str | None]] = [
-        ("elicitation/create", {"message": f"Question {n}?", "requestedSchema": SCHEMA}, None)
+        ("elicitation/create", {"message": f"Question {n}?", "requestedSchema": YES_NO}, None)
         for n in range(3)
     ]
     service.ask_all(task.id, 1, questions, "w")

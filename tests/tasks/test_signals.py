@@ -17,11 +17,11 @@ from mcp_tasks import signals
 from mcp_tasks.core import task_contract
 from mcp_tasks.models import Task, TaskStatus
 from mcp_tasks.tasks import service
+from tests.support.rows import YES_NO, new_task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("embedded_queue")]
 
-SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
-ELICIT = {"message": "Proceed?", "requestedSchema": SCHEMA}
+ELICIT = {"message": "Proceed?", "requestedSchema": YES_NO}
 ALL = {
     "task_created": signals.task_created,
     "task_status_changed": signals.task_status_changed,
@@ -68,21 +68,8 @@ def received() -> Iterator[Recorder]:
     recorder.disconnect()
 
 
-def new_task() -> Task:
-    return service.create_task(
-        task_contract.NewTask(
-            tool_name="trivial_task",
-            arguments={"n": 1},
-            principal_scope="anonymous",
-            era="modern",
-            protocol_version="2026-07-28",
-            client_info={"name": "unit"},
-            client_capabilities={},
-        )
-    )
-
-
-def ask(task: Task, *keys: str) -> None:
+def ask_round(task: Task, *keys: str) -> None:
+    """One round of questions, asked at once (the tool's ``asyncio.gather``)."""
     questions: list[tuple[str, dict[str, Any], str | None]] = [
         ("elicitation/create", {**ELICIT, "message": f"Proceed with {key}?"}, key) for key in keys
     ]
@@ -107,7 +94,7 @@ def test_task_created_is_sent_once_after_the_commit(received: Recorder) -> None:
 def test_nothing_is_sent_for_changes_rolled_back(received: Recorder) -> None:
     with pytest.raises(RuntimeError), transaction.atomic():
         task = new_task()
-        ask(task, "ok")
+        ask_round(task, "ok")
         service.cancel(task.id, None)
         raise RuntimeError("roll back")
     assert received.events == []
@@ -144,7 +131,7 @@ def test_a_failed_task_sends_its_status_change_and_its_end(received: Recorder) -
 @pytest.mark.cancel
 def test_a_cancelled_waiting_task_sends_its_status_change_once(received: Recorder) -> None:
     task = new_task()
-    ask(task, "ok")
+    ask_round(task, "ok")
     service.cancel(task.id, None)
     service.cancel(task.id, None)  # already terminal: no event
     assert received.of("task_status_changed")[-1] == {
@@ -157,8 +144,8 @@ def test_a_cancelled_waiting_task_sends_its_status_change_once(received: Recorde
 
 def test_each_new_question_is_sent_once_and_the_status_change_once(received: Recorder) -> None:
     task = new_task()
-    ask(task, "a", "b")
-    ask(task, "a", "b")  # the tool replayed after a resume: nothing new
+    ask_round(task, "a", "b")
+    ask_round(task, "a", "b")  # the tool replayed after a resume: nothing new
     assert received.names() == [
         "task_created",
         "task_status_changed",
@@ -176,7 +163,7 @@ def test_each_new_question_is_sent_once_and_the_status_change_once(received: Rec
 
 def test_a_clients_answer_names_the_client(received: Recorder) -> None:
     task = new_task()
-    ask(task, "ok")
+    ask_round(task, "ok")
     assert accept(task, "ok") is True
     (arguments,) = received.of("question_answered")
     assert arguments["task_id"] == task.id and arguments["question"].key == "ok"
@@ -189,7 +176,7 @@ def test_a_clients_answer_names_the_client(received: Recorder) -> None:
 def test_a_staff_answer_names_the_user(received: Recorder) -> None:
     alice = User.objects.create_user("alice", is_staff=True)
     task = new_task()
-    ask(task, "ok")
+    ask_round(task, "ok")
     accept(task, "ok", answered_by="admin:alice", user=alice)
     (arguments,) = received.of("question_answered")
     assert arguments["answered_by"] == "admin:alice" and arguments["user"] == alice
@@ -197,7 +184,7 @@ def test_a_staff_answer_names_the_user(received: Recorder) -> None:
 
 def test_the_status_changes_only_with_the_last_answer(received: Recorder) -> None:
     task = new_task()
-    ask(task, "a", "b")
+    ask_round(task, "a", "b")
     accept(task, "a")
     assert received.names()[-1] == "question_answered"
     accept(task, "b")
@@ -206,7 +193,7 @@ def test_the_status_changes_only_with_the_last_answer(received: Recorder) -> Non
 
 def test_a_second_answer_sends_nothing(received: Recorder) -> None:
     task = new_task()
-    ask(task, "ok")
+    ask_round(task, "ok")
     accept(task, "ok")
     count = len(received.events)
     assert accept(task, "ok") is False
@@ -215,7 +202,7 @@ def test_a_second_answer_sends_nothing(received: Recorder) -> None:
 
 def test_an_invalid_answer_sends_nothing(received: Recorder) -> None:
     task = new_task()
-    ask(task, "ok")
+    ask_round(task, "ok")
     count = len(received.events)
     with pytest.raises(task_contract.InvalidAnswer):
         service.answer(task.id, "ok", {"action": "bogus"}, principal_scope=None, answered_by="x")
@@ -224,7 +211,7 @@ def test_an_invalid_answer_sends_nothing(received: Recorder) -> None:
 
 def test_a_withdrawn_question_sends_the_task_back_to_working(received: Recorder) -> None:
     task = new_task()
-    ask(task, "ok")
+    ask_round(task, "ok")
     service.withdraw(task.id, "ok")
     assert received.of("task_status_changed")[-1] == {
         "task_id": task.id,

@@ -4,6 +4,7 @@ the tests inspect; no worker runs them here (the live tests do)."""
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +24,7 @@ from mcp_tasks.models import (
     TaskStatus,
 )
 from mcp_tasks.tasks import crypto, fair_queue, notify, queue, service
+from tests.support import rows as support_rows
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("embedded_queue")]
 
@@ -30,27 +32,24 @@ SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required
 ELICIT = {"message": "Proceed?", "requestedSchema": SCHEMA}
 
 
-def new_task(**overrides: Any) -> Task:
-    fields: dict[str, Any] = {
-        "tool_name": "trivial_task",
-        "arguments": {"n": 1},
-        "principal_scope": "client:client-alice:alice",
-        "era": "modern",
-        "protocol_version": "2026-07-28",
-        "client_info": {"name": "unit", "version": "1"},
-        "client_capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
-        "origin_request_id": "call-1",
-        "access_token": {
-            "token": "valid-alice",
-            "client_id": "client-alice",
-            "scopes": [],
-            "expires_at": None,
-            "claims": {},
-        },
-        "headers": {"x-request-id": "rid-1"},
-    }
-    fields.update(overrides)
-    return service.create_task(task_contract.NewTask(**fields))
+#: A task of client-alice's token (``tool_name=`` and any other field may be overridden).
+new_task = functools.partial(
+    support_rows.new_task,
+    "trivial_task",
+    arguments={"n": 1},
+    principal_scope="client:client-alice:alice",
+    client_info={"name": "unit", "version": "1"},
+    client_capabilities={"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    origin_request_id="call-1",
+    access_token={
+        "token": "valid-alice",
+        "client_id": "client-alice",
+        "scopes": [],
+        "expires_at": None,
+        "claims": {},
+    },
+    headers={"x-request-id": "rid-1"},
+)
 
 
 def queued_job_ids() -> list[str]:
