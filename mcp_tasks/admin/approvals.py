@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -121,6 +122,15 @@ def summary_of(question: InputRequest, arguments: Mapping[str, Any]) -> str:
     return service.question_text(question.method, question.params or {})
 
 
+def _when(value: Any) -> Any:
+    """A decision's recorded time (ISO 8601) as a datetime, so the admin shows it in the
+    user's time zone and format like every other date; the text as it is if it is not one."""
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        return value
+
+
 def trail(question: InputRequest) -> list[dict[str, Any]]:
     """The decisions recorded on an approval, oldest first, ready to show."""
     rows = []
@@ -129,6 +139,7 @@ def trail(question: InputRequest) -> list[dict[str, Any]]:
         rows.append(
             {
                 **entry,
+                "at": _when(entry.get("at")),
                 "changes_text": ", ".join(
                     f"{name}: {json.dumps(change.get('from'))} → {json.dumps(change.get('to'))}"
                     for name, change in changes.items()
