@@ -134,10 +134,20 @@ class LegacyTaskMethods:
                 task_id, question.key, reply, principal_scope, strict=False
             )
         except ToolError as exc:
-            logger.info("question %s of task %s was not answered: %s", question.key, task_id, exc)
+            logger.info(
+                "question %s of task %s was not answered: %s",
+                question.key,
+                task_id,
+                exc,
+                extra={"task_id": task_id, "principal": principal_scope},
+            )
         except (InvalidAnswer, ProtocolError) as exc:
             logger.info(
-                "ignored an invalid answer to %s of task %s: %s", question.key, task_id, exc
+                "ignored an invalid answer to %s of task %s: %s",
+                question.key,
+                task_id,
+                exc,
+                extra={"task_id": task_id, "principal": principal_scope},
             )
         finally:
             if not answered:

@@ -262,9 +262,20 @@ class TaskMethods:
                 failed.append(jsontext.describe("params.inputResponses", (key,)))
             except InvalidAnswer as exc:
                 # Per the extension, unusable responses are ignored; the question stays open.
-                logger.info("ignored an invalid answer to %s of task %s: %s", key, task_id, exc)
+                logger.info(
+                    "ignored an invalid answer to %s of task %s: %s",
+                    key,
+                    task_id,
+                    exc,
+                    extra={"task_id": task_id, "principal": principal_scope},
+                )
             except Exception:
-                logger.exception("could not record the answer to %s of task %s", key, task_id)
+                logger.exception(
+                    "could not record the answer to %s of task %s",
+                    key,
+                    task_id,
+                    extra={"task_id": task_id, "principal": principal_scope},
+                )
                 failed.append(jsontext.describe("params.inputResponses", (key,)))
         return failed
 

@@ -29,7 +29,7 @@ from ..authoring.registry import MCPServer, ToolSpec, mcp
 from ..authoring.retries import DEFAULT_RETRY, Retry, RetryTask
 from ..authoring.tool_call import error_result, failure_result, run_tool, validate_arguments
 from ..conf import get_config
-from ..core import background, groups
+from ..core import background, groups, log_fields
 from ..core.db import db
 from ..core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, notification
 from ..exceptions import ProtocolError, ToolError
@@ -151,7 +151,11 @@ class TaskBackend:
         except (service.ReplayMismatch, service.TaskEnded):
             raise
         except Exception:
-            logger.exception("could not record the questions of task %s", self.task.id)
+            logger.exception(
+                "could not record the questions of task %s",
+                self.task.id,
+                extra=log_fields.of(self.task),
+            )
             keys = [None] * len(questions)
             answers = [None] * len(questions)
         if not _all_answered(keys, answers):
@@ -161,7 +165,11 @@ class TaskBackend:
                 status = "working" if for_staff else "input_required"
                 await notify.apublish_task_change(self.task.id, status, session_id)
             except Exception:
-                logger.exception("could not announce the questions of task %s", self.task.id)
+                logger.exception(
+                    "could not announce the questions of task %s",
+                    self.task.id,
+                    extra=log_fields.of(self.task),
+                )
                 for key in keys:
                     if key is not None:
                         await db(service.withdraw)(self.task.id, key)
@@ -313,81 +321,84 @@ async def execute(
         task, user = await _begin_job(runtime, task_id, run)
         if task is None:
             return
-        fail = db(service.fail)
-        tool = server.tools.get(task.tool_name)
-        if tool is None:
-            await fail(
-                task.id, {"code": INVALID_PARAMS, "message": f"Unknown tool: {task.tool_name}"}
-            )
-            return
-        snapshot = task.snapshot
-        try:
-            secrets = crypto.unseal(snapshot.sealed) or {}
-        except crypto.SnapshotDecryptionError as exc:
-            await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
-            return
-        try:
-            validated = validate_arguments(tool, task.arguments)
-        except ValueError as exc:
-            await _complete(runtime, task, error_result(str(exc)))
-            return
-        access_token = AccessToken.from_record(secrets.get("access_token"))
-        if not tool.access.is_open and not await db(allowed_now)(tool.access, access_token, user):
-            # Checked afresh before every job (start and each resume): a revoked permission
-            # or a deactivated user stops the task here.
-            message = (
-                f"The task's caller may no longer use tool {task.tool_name!r} "
-                "(a permission or scope it requires is missing)"
-            )
-            await fail(task.id, {"code": INVALID_PARAMS, "message": message}, message)
-            return
-        backend = TaskBackend(task, snapshot, watch, runtime, slot)
-        context = await _context(task, snapshot, secrets, backend, access_token, user)
-        if watch.ended:
-            return  # cancelled while it was starting
-        retries = tool.task.retries or DEFAULT_RETRY
-        if tool.approval is None:
-            running = run_tool(tool, validated, context, transient=retries.is_transient)
-        else:
-            running = _run_approved(tool, backend, context, retries)
-        tool_run = watch.tool = asyncio.ensure_future(running)
-        try:
-            done, _ = await asyncio.wait({tool_run}, timeout=timeout)
-        except asyncio.CancelledError:
-            tool_run.cancel()
-            raise
-        if not done:
-            message = f"The task timed out after {timeout:g} s"
-            await fail(task.id, {"code": INTERNAL_ERROR, "message": message}, message)
-            watch.end()  # the tool gets CancelledError; the job does not wait for it
-            tool_run.add_done_callback(background.ignore_outcome)
-            return
-        try:
-            result = tool_run.result()
-        except asyncio.CancelledError:
-            if not watch.ended:
+        with log_fields.running(task):
+            fail = db(service.fail)
+            tool = server.tools.get(task.tool_name)
+            if tool is None:
+                await fail(
+                    task.id, {"code": INVALID_PARAMS, "message": f"Unknown tool: {task.tool_name}"}
+                )
+                return
+            snapshot = task.snapshot
+            try:
+                secrets = crypto.unseal(snapshot.sealed) or {}
+            except crypto.SnapshotDecryptionError as exc:
+                await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
+                return
+            try:
+                validated = validate_arguments(tool, task.arguments)
+            except ValueError as exc:
+                await _complete(runtime, task, error_result(str(exc)))
+                return
+            access_token = AccessToken.from_record(secrets.get("access_token"))
+            if not tool.access.is_open and not await db(allowed_now)(
+                tool.access, access_token, user
+            ):
+                # Checked afresh before every job (start and each resume): a revoked permission
+                # or a deactivated user stops the task here.
+                message = (
+                    f"The task's caller may no longer use tool {task.tool_name!r} "
+                    "(a permission or scope it requires is missing)"
+                )
+                await fail(task.id, {"code": INVALID_PARAMS, "message": message}, message)
+                return
+            backend = TaskBackend(task, snapshot, watch, runtime, slot)
+            context = await _context(task, snapshot, secrets, backend, access_token, user)
+            if watch.ended:
+                return  # cancelled while it was starting
+            retries = tool.task.retries or DEFAULT_RETRY
+            if tool.approval is None:
+                running = run_tool(tool, validated, context, transient=retries.is_transient)
+            else:
+                running = _run_approved(tool, backend, context, retries)
+            tool_run = watch.tool = asyncio.ensure_future(running)
+            try:
+                done, _ = await asyncio.wait({tool_run}, timeout=timeout)
+            except asyncio.CancelledError:
+                tool_run.cancel()
                 raise
-            return  # the task was cancelled: its status already says so
-        except (TaskSuspended, service.TaskEnded):
-            return
-        except service.ReplayMismatch as exc:
-            await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
-            return
-        except ProtocolError as exc:
-            await fail(task.id, exc.to_dict())
-            return
-        except Exception as exc:  # transient: run_tool let it through
-            slot.release()  # between attempts the task holds no slot
-            await _retry_or_end(runtime, tool, task, retries, exc)
-            return
-        except BaseException as exc:
-            # rq's job timeout (SIGALRM under rq's own workers) and anything else that escaped.
-            await fail(
-                task.id,
-                {"code": INTERNAL_ERROR, "message": f"The task stopped: {type(exc).__name__}"},
-            )
-            raise
-        await _complete(runtime, task, result)
+            if not done:
+                message = f"The task timed out after {timeout:g} s"
+                await fail(task.id, {"code": INTERNAL_ERROR, "message": message}, message)
+                watch.end()  # the tool gets CancelledError; the job does not wait for it
+                tool_run.add_done_callback(background.ignore_outcome)
+                return
+            try:
+                result = tool_run.result()
+            except asyncio.CancelledError:
+                if not watch.ended:
+                    raise
+                return  # the task was cancelled: its status already says so
+            except (TaskSuspended, service.TaskEnded):
+                return
+            except service.ReplayMismatch as exc:
+                await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
+                return
+            except ProtocolError as exc:
+                await fail(task.id, exc.to_dict())
+                return
+            except Exception as exc:  # transient: run_tool let it through
+                slot.release()  # between attempts the task holds no slot
+                await _retry_or_end(runtime, tool, task, retries, exc)
+                return
+            except BaseException as exc:
+                # rq's job timeout (SIGALRM under rq's own workers) and anything else that escaped.
+                await fail(
+                    task.id,
+                    {"code": INTERNAL_ERROR, "message": f"The task stopped: {type(exc).__name__}"},
+                )
+                raise
+            await _complete(runtime, task, result)
 
 
 async def _run_approved(
@@ -428,6 +439,7 @@ async def _retry_or_end(
             retries.attempts,
             delay,
             exc_info=error,
+            extra=log_fields.of(task),
         )
         await db(service.retry_later)(task.id, task.runs, retries.attempts, delay, why)
         return

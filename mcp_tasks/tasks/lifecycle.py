@@ -16,6 +16,7 @@ from django.utils import timezone
 from .. import jsontext, signals
 from ..authoring.registry import mcp
 from ..conf import get_config
+from ..core import log_fields
 from ..core.db import db
 from ..core.jsonrpc import INTERNAL_ERROR
 from ..core.task_contract import NewTask, QuotaExceeded, TaskNotFound
@@ -63,7 +64,9 @@ def _over_quota(task: Task, quotas: list[tuple[str, Any, int]]) -> QuotaExceeded
         error = QuotaExceeded("MAX_ACTIVE_TASKS", limit, "this caller")
     else:
         error = QuotaExceeded("MAX_ACTIVE_TASKS_PER_CLIENT", limit, f"OAuth client {value!r}")
-    logger.warning("task of %s refused: %s", task.principal_scope, error)
+    # The task is never written: no task_id.
+    fields = {"tool": task.tool_name, "principal": task.principal_scope}
+    logger.warning("task of %s refused: %s", task.principal_scope, error, extra=fields)
     return error
 
 
@@ -109,7 +112,7 @@ async def acreate_task(new: NewTask) -> Task:
 
 def _not_queued(task: Task, exc: Exception) -> None:
     """The job of the new ``task`` could not be queued: the task fails; raises."""
-    logger.error("could not queue task %s", task.id, exc_info=exc)
+    logger.error("could not queue task %s", task.id, exc_info=exc, extra=log_fields.of(task))
     fail(
         task.id,
         {"code": INTERNAL_ERROR, "message": "The task could not be queued"},

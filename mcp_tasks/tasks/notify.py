@@ -76,7 +76,12 @@ def _from_sync_code(send: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P,
         try:
             async_to_sync(send)(*args, **kwargs)
         except Exception:
-            logger.warning("could not publish the change of task %s", task_id, exc_info=True)
+            logger.warning(
+                "could not publish the change of task %s",
+                task_id,
+                exc_info=True,
+                extra={"task_id": task_id},
+            )
 
     return publish
 

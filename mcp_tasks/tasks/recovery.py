@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..conf import get_config
+from ..core import log_fields
 from ..core.jsonrpc import INTERNAL_ERROR
 from ..models import (
     Task,
@@ -61,7 +62,9 @@ def _note_unserved(task: Task) -> bool:
         status_message=message, updated_at=timezone.now()
     )
     if changed:
-        logger.warning("task %s (%s): %s", task.id, task.tool_name, message)
+        logger.warning(
+            "task %s (%s): %s", task.id, task.tool_name, message, extra=log_fields.of(task)
+        )
         publish_change(task, TaskStatus.WORKING)
     return bool(changed)
 
@@ -115,7 +118,7 @@ def recover_stalled() -> int:
         try:
             changed += check_liveness(task)
         except Exception:
-            logger.exception("liveness check of task %s failed", task.id)
+            logger.exception("liveness check of task %s failed", task.id, extra=log_fields.of(task))
     return changed
 
 

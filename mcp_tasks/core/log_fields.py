@@ -1,0 +1,54 @@
+"""Structured fields of the log lines about a task: ``task_id``, ``tool`` and ``principal``.
+
+mcp_tasks passes them as ``extra`` on every log line it writes about a task, and a job in
+the worker sets them for its whole run, so that :class:`TaskFields`, added to a handler,
+puts them on every line written meanwhile, the tool's own logging included. A JSON
+formatter then shows them as fields (README "Logging").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+#: The names of the fields, as attributes of a ``logging.LogRecord``.
+FIELDS = ("task_id", "tool", "principal")
+
+_current: ContextVar[dict[str, str] | None] = ContextVar("mcp_tasks_task_fields", default=None)
+
+
+def fields(task_id: str, tool: str, principal: str) -> dict[str, str]:
+    """The ``extra`` of a log line about one task."""
+    return {"task_id": task_id, "tool": tool, "principal": principal}
+
+
+def of(task: Any) -> dict[str, str]:
+    """The ``extra`` of a log line about ``task`` (a :class:`~mcp_tasks.models.Task`)."""
+    return fields(task.id, task.tool_name, task.principal_scope)
+
+
+@contextmanager
+def running(task: Any) -> Iterator[None]:
+    """While inside, the code runs ``task`` (a job in the worker): :class:`TaskFields` adds
+    its fields to every line written, in this context and the asyncio tasks it starts."""
+    token = _current.set(of(task))
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+class TaskFields(logging.Filter):
+    """A handler filter: a line written while a task's job runs carries the task's fields
+    (unless the line set its own). Lines about no task pass unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        current = _current.get()
+        if current is not None:
+            for name, value in current.items():
+                if not hasattr(record, name):
+                    setattr(record, name, value)
+        return True
