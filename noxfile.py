@@ -57,7 +57,7 @@ def _with_database(url: str, name: str) -> str:
 #: Run again with ``ALLOW_ANONYMOUS`` off, every client signing in with a bearer token
 #: (``tests/support/live.py``: ``MCP_TASKS_TEST_ANONYMOUS``): the modules that drive real clients.
 SIGNED_IN_MODULES = [
-    "tests/clients/test_modern.py",  # mcp SDK 2.x, both eras
+    "tests/clients/test_sdk_client.py",  # mcp SDK 2.x, both eras
     "tests/clients/test_legacy.py",
     "tests/questions/test_context_background_task.py",  # the seed's behaviours
     "tests/clients/test_tasks_fastmcp_client.py",  # FastMCP 4 + fastmcp-tasks

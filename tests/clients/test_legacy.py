@@ -1,5 +1,7 @@
 """The ``mcp`` 2.3 SDK client, legacy era (``Client(url, mode="legacy")``, 2025-11-25
-sessions), against a live server running the test tools of ``tests.live_tools``."""
+sessions), against a live server running the test tools of ``tests.live_tools``: what only
+this era does (sessions, ping, logging/setLevel, the GET stream, cancellation by
+notification). What both eras do alike runs in ``test_sdk_client.py``, once per era."""
 
 from __future__ import annotations
 
@@ -15,15 +17,7 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from tests.clients.live_cases import (
-    ELICIT_CASES,
-    KINDS,
-    ElicitCase,
-    check_requested_schema,
-    elicitation_responder,
-)
 from tests.conftest import LiveServer
-from tests.live_tools.tools import SECRET_DETAIL
 from tests.support.live import (
     LEGACY,
     await_file,
@@ -65,50 +59,6 @@ async def test_ping_answers_in_a_legacy_session(url: str) -> None:
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             result = await client.send_ping()
     assert isinstance(result, types.EmptyResult)
-
-
-async def test_tools_list_shows_input_and_output_schemas(url: str) -> None:
-    async with legacy(url) as client:
-        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert tools["summarize"].output_schema is not None
-    assert set(tools["elicit_kind"].input_schema["properties"]) == {"kind"}
-
-
-async def test_tool_call_returns_structured_output(url: str) -> None:
-    async with legacy(url) as client:
-        result = await client.call_tool("summarize", {"values": [0.5, 0.25]})
-    assert result.is_error is False
-    assert result.structured_content == {"total": 0.75, "count": 2}
-
-
-async def test_sync_tool_uses_the_orm_in_a_worker_thread(url: str) -> None:
-    async with legacy(url) as client:
-        result = await client.call_tool("register_user", {"username": "legacy-orm"})
-    assert result.structured_content is not None
-    assert result.structured_content["username"] == "legacy-orm"
-    assert result.structured_content["in_thread"] is True
-
-
-async def test_unknown_tool_is_invalid_params(url: str) -> None:
-    async with legacy(url) as client:
-        with pytest.raises(MCPError) as caught:
-            await client.call_tool("no_such_tool", {})
-    assert caught.value.code == -32602
-
-
-async def test_tool_error_message_is_shown_to_the_client(url: str) -> None:
-    async with legacy(url) as client:
-        result = await client.call_tool("fail_for_client", {"reason": "read-only mode"})
-    assert result.is_error is True
-    assert text_of(result) == "cannot do that: read-only mode"
-
-
-async def test_internal_exception_details_are_hidden(url: str) -> None:
-    async with legacy(url) as client:
-        result = await client.call_tool("fail_internally", {})
-    assert result.is_error is True
-    assert SECRET_DETAIL not in text_of(result)
-    assert "internal error" in text_of(result)
 
 
 # -- prompts and resources --------------------------------------------------------------------
@@ -165,17 +115,6 @@ async def test_unknown_resource_is_resource_not_found(url: str) -> None:
 # -- notifications ----------------------------------------------------------------------------
 
 
-async def test_progress_notifications_reach_the_progress_callback(url: str) -> None:
-    seen: list[tuple[float, float | None, str | None]] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        seen.append((progress, total, message))
-
-    async with legacy(url) as client:
-        await client.call_tool("progress_steps", {"steps": 2}, progress_callback=on_progress)
-    assert seen == [(1, 2, "step 1 of 2"), (2, 2, "step 2 of 2")]
-
-
 async def test_set_logging_level_filters_log_notifications(url: str) -> None:
     received: list[types.LoggingMessageNotificationParams] = []
 
@@ -230,35 +169,6 @@ async def test_logs_arrive_at_every_level_when_no_level_was_set(url: str) -> Non
 # -- elicitation ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", ELICIT_CASES, ids=KINDS)
-async def test_elicitation_accept_returns_the_typed_answer(url: str, case: ElicitCase) -> None:
-    seen: list[dict[str, Any]] = []
-    async with legacy(url, elicitation_callback=elicitation_responder("accept", seen)) as client:
-        result = await client.call_tool("elicit_kind", {"kind": case.kind})
-    assert result.is_error is False, text_of(result)
-    assert result.structured_content == {
-        "action": "accept",
-        "data": case.data,
-        "type_name": case.type_name,
-    }
-    (asked,) = seen
-    check_requested_schema(case, asked["schema"])
-
-
-@pytest.mark.parametrize("kind", KINDS)
-async def test_elicitation_decline_is_reported_to_the_tool(url: str, kind: str) -> None:
-    async with legacy(url, elicitation_callback=elicitation_responder("decline")) as client:
-        result = await client.call_tool("elicit_kind", {"kind": kind})
-    assert result.structured_content == {"action": "decline", "data": None, "type_name": None}
-
-
-@pytest.mark.parametrize("kind", KINDS)
-async def test_elicitation_cancel_is_reported_to_the_tool(url: str, kind: str) -> None:
-    async with legacy(url, elicitation_callback=elicitation_responder("cancel")) as client:
-        result = await client.call_tool("elicit_kind", {"kind": kind})
-    assert result.structured_content == {"action": "cancel", "data": None, "type_name": None}
-
-
 async def test_two_elicitations_in_one_call_are_asked_in_order(url: str) -> None:
     asked: list[str] = []
 
@@ -283,41 +193,7 @@ async def test_elicitation_error_reply_is_a_tool_error(url: str) -> None:
     assert "no UI available" in text_of(result)
 
 
-async def test_elicitation_without_the_client_capability_is_a_tool_error(url: str) -> None:
-    async with legacy(url) as client:
-        result = await client.call_tool("elicit_kind", {"kind": "str"})
-    assert result.is_error is True
-    assert "elicitation" in text_of(result)
-
-
 # -- sampling and roots -----------------------------------------------------------------------
-
-
-async def test_sampling_answer_reaches_the_tool(url: str) -> None:
-    async def sample(
-        context: Any, params: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult:
-        assert params.max_tokens == 64
-        return types.CreateMessageResult(
-            role="assistant",
-            content=types.TextContent(type="text", text="Oslo"),
-            model="legacy-llm",
-        )
-
-    async with legacy(url, sampling_callback=sample) as client:
-        result = await client.call_tool("ask_model", {"question": "Capital of Norway?"})
-    assert text_of(result) == "legacy-llm said: Oslo"
-
-
-async def test_roots_reach_the_tool(url: str) -> None:
-    async def roots(context: Any) -> types.ListRootsResult:
-        return types.ListRootsResult(
-            roots=[types.Root.model_validate({"uri": "file:///srv/app", "name": "app"})]
-        )
-
-    async with legacy(url, list_roots_callback=roots) as client:
-        result = await client.call_tool("client_roots", {})
-    assert result.structured_content == {"result": ["file:///srv/app"]}
 
 
 # -- the GET stream ---------------------------------------------------------------------------
@@ -419,38 +295,6 @@ async def test_closing_the_stream_does_not_cancel_the_tool(url: str, tmp_path: P
 
 
 # -- authentication ---------------------------------------------------------------------------
-
-
-async def test_valid_bearer_token_is_seen_by_the_tool(url: str) -> None:
-    async with legacy(url, token="valid-carol") as client:
-        result = await client.call_tool("whoami", {})
-    assert result.structured_content is not None
-    assert result.structured_content["client_id"] == "client-carol"
-    assert result.structured_content["subject"] == "carol"
-
-
-async def test_token_standing_for_a_user_sets_ctx_user(url: str) -> None:
-    async with legacy(url, token="user-hedy") as client:
-        result = await client.call_tool("whoami", {})
-    assert result.structured_content is not None
-    assert result.structured_content["username"] == "hedy"
-
-
-async def test_django_session_user_is_seen_by_the_tool(url: str) -> None:
-    async with legacy(url) as client:
-        started = await client.call_tool("start_django_session", {"username": "legacy-cookie"})
-    session_key = text_of(started)
-    async with legacy(url, headers={"Cookie": f"sessionid={session_key}"}) as client:
-        result = await client.call_tool("whoami", {})
-    assert result.structured_content is not None
-    assert result.structured_content["username"] == "legacy-cookie"
-
-
-async def test_bad_token_is_rejected_by_the_sdk_client(url: str) -> None:
-    with pytest.raises(BaseException) as caught:  # noqa: PT011 - the SDK wraps it in task groups
-        async with legacy(url, token="expired-dave"):
-            pass
-    assert "invalid or expired" in repr(caught.value)
 
 
 async def test_bad_token_on_initialize_is_401_with_www_authenticate(url: str) -> None:

@@ -23,8 +23,7 @@ NOT_CANCELLATION = {
     # user's answer to a question, not the cancellation of the task or request that asked it.
     "tests/admin/test_admin.py::test_answer_page_renders_the_schema_form_with_accept_decline_and_cancel",
     "tests/admin/test_admin.py::test_decline_and_cancel_need_no_valid_form",
-    "tests/clients/test_legacy.py::test_elicitation_cancel_is_reported_to_the_tool",
-    "tests/clients/test_modern.py::test_elicitation_cancel_is_reported_to_the_tool",
+    "tests/clients/test_sdk_client.py::test_elicitation_cancel_is_reported_to_the_tool",
     "tests/questions/test_background_input.py::test_question_timeout_gives_the_tool_a_cancelled_elicitation",
     "tests/questions/test_context_background_task.py::TestElicitFailFast::test_elicit_returns_cancel_when_notification_push_fails",
     "tests/questions/test_elicitation_schemas.py::test_decline_and_cancel_are_parsed",

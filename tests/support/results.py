@@ -1,6 +1,6 @@
 """The text of a tool's result, the two shapes the tests read it in.
 
-- :func:`text_of`: an ``mcp`` SDK ``CallToolResult`` (``tests/clients/test_modern.py``,
+- :func:`text_of`: an ``mcp`` SDK ``CallToolResult`` (``tests/clients/test_sdk_client.py``,
   ``tests/clients/test_legacy.py``).
 - :func:`task_text_of`: a task dict from ``tasks/get`` over raw HTTP (``tests.support.task_driver``,
   ``tests.support.worker_fixtures``' task client), whose ``result`` is a ``CallToolResult`` as JSON.

@@ -1,5 +1,8 @@
-"""The ``mcp`` 2.3 SDK client, modern era (2026-07-28, ``Client(url)``), against a live server
-running the test tools of ``tests.live_tools``."""
+"""The ``mcp`` 2.3 SDK client against a live server running the test tools of
+``tests.live_tools``: what both eras do alike, each test run in both (``era``: 2026-07-28,
+``Client(url)``, and 2025-11-25 sessions, ``Client(url, mode="legacy")``), and what only the
+modern era does. The legacy era's own behaviours (sessions, the GET stream, logging/setLevel)
+are in ``test_legacy.py``."""
 
 from __future__ import annotations
 
@@ -39,7 +42,20 @@ pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 
 @pytest.fixture(scope="module")
 def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    yield from start_module_server(request, label="modern client tests")
+    yield from start_module_server(request, label="SDK client tests")
+
+
+@pytest.fixture(params=["modern", "legacy"])
+def era(request: pytest.FixtureRequest) -> str:
+    """The protocol era a test that both eras pass runs in."""
+    return str(request.param)
+
+
+def connect(era: str, url: str, **kwargs: Any) -> Any:
+    """The SDK client of ``era`` (legacy: a 2025-11-25 session), entered with ``async with``."""
+    if era == "legacy":
+        kwargs["mode"] = "legacy"
+    return sdk_client(url, **kwargs)
 
 
 # -- connection, listing ----------------------------------------------------------------------
@@ -53,8 +69,8 @@ async def test_client_negotiates_the_modern_protocol(url: str) -> None:
         assert client.server_capabilities.tools is not None
 
 
-async def test_tools_list_shows_input_and_output_schemas(url: str) -> None:
-    async with sdk_client(url) as client:
+async def test_tools_list_shows_input_and_output_schemas(era: str, url: str) -> None:
+    async with connect(era, url) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     summarize = tools["summarize"]
     assert summarize.input_schema["properties"]["values"]["type"] == "array"
@@ -71,25 +87,25 @@ async def test_context_parameter_is_left_out_of_the_input_schema(url: str) -> No
     assert "ctx" not in tools["wait_for_cancel"].input_schema["properties"]
 
 
-async def test_tool_call_returns_structured_output(url: str) -> None:
-    async with sdk_client(url) as client:
+async def test_tool_call_returns_structured_output(era: str, url: str) -> None:
+    async with connect(era, url) as client:
         result = await client.call_tool("summarize", {"values": [1, 2.5, 3]})
     assert result.is_error is False
     assert result.structured_content == {"total": 6.5, "count": 3}
 
 
-async def test_sync_tool_uses_the_orm_in_a_worker_thread(url: str) -> None:
-    async with sdk_client(url) as client:
-        first = await client.call_tool("register_user", {"username": "modern-orm-1"})
-        second = await client.call_tool("register_user", {"username": "modern-orm-2"})
+async def test_sync_tool_uses_the_orm_in_a_worker_thread(era: str, url: str) -> None:
+    async with connect(era, url) as client:
+        first = await client.call_tool("register_user", {"username": f"{era}-orm-1"})
+        second = await client.call_tool("register_user", {"username": f"{era}-orm-2"})
     assert first.structured_content is not None and second.structured_content is not None
-    assert first.structured_content["username"] == "modern-orm-1"
+    assert first.structured_content["username"] == f"{era}-orm-1"
     assert first.structured_content["in_thread"] is True
     assert second.structured_content["total_users"] == first.structured_content["total_users"] + 1
 
 
-async def test_unknown_tool_is_invalid_params(url: str) -> None:
-    async with sdk_client(url) as client:
+async def test_unknown_tool_is_invalid_params(era: str, url: str) -> None:
+    async with connect(era, url) as client:
         with pytest.raises(MCPError) as caught:
             await client.call_tool("no_such_tool", {})
     assert caught.value.code == -32602
@@ -102,15 +118,17 @@ async def test_invalid_arguments_are_an_error_result_naming_the_field(url: str) 
     assert "values" in text_of(result)
 
 
-async def test_tool_error_message_is_shown_to_the_client(url: str) -> None:
-    async with sdk_client(url) as client:
+async def test_tool_error_message_is_shown_to_the_client(era: str, url: str) -> None:
+    async with connect(era, url) as client:
         result = await client.call_tool("fail_for_client", {"reason": "quota exhausted"})
     assert result.is_error is True
     assert text_of(result) == "cannot do that: quota exhausted"
 
 
-async def test_internal_exception_details_are_hidden(url: str, server: LiveServer) -> None:
-    async with sdk_client(url) as client:
+async def test_internal_exception_details_are_hidden(
+    era: str, url: str, server: LiveServer
+) -> None:
+    async with connect(era, url) as client:
         result = await client.call_tool("fail_internally", {})
     assert result.is_error is True
     assert SECRET_DETAIL not in text_of(result)
@@ -211,13 +229,13 @@ async def test_unknown_resource_is_an_error(url: str) -> None:
 # -- notifications ----------------------------------------------------------------------------
 
 
-async def test_progress_notifications_reach_the_progress_callback(url: str) -> None:
+async def test_progress_notifications_reach_the_progress_callback(era: str, url: str) -> None:
     seen: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, total, message))
 
-    async with sdk_client(url) as client:
+    async with connect(era, url) as client:
         result = await client.call_tool(
             "progress_steps", {"steps": 3}, progress_callback=on_progress
         )
@@ -274,7 +292,9 @@ async def test_no_logs_arrive_for_a_request_without_a_log_level(url: str) -> Non
 
 
 @pytest.mark.parametrize("case", ELICIT_CASES, ids=KINDS)
-async def test_elicitation_accept_returns_the_typed_answer(url: str, case: ElicitCase) -> None:
+async def test_elicitation_accept_returns_the_typed_answer(
+    era: str, url: str, case: ElicitCase
+) -> None:
     seen: list[dict[str, Any]] = []
     async with sdk_client(
         url, elicitation_callback=elicitation_responder("accept", seen)
@@ -292,15 +312,15 @@ async def test_elicitation_accept_returns_the_typed_answer(url: str, case: Elici
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_elicitation_decline_is_reported_to_the_tool(url: str, kind: str) -> None:
-    async with sdk_client(url, elicitation_callback=elicitation_responder("decline")) as client:
+async def test_elicitation_decline_is_reported_to_the_tool(era: str, url: str, kind: str) -> None:
+    async with connect(era, url, elicitation_callback=elicitation_responder("decline")) as client:
         result = await client.call_tool("elicit_kind", {"kind": kind})
     assert result.structured_content == {"action": "decline", "data": None, "type_name": None}
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_elicitation_cancel_is_reported_to_the_tool(url: str, kind: str) -> None:
-    async with sdk_client(url, elicitation_callback=elicitation_responder("cancel")) as client:
+async def test_elicitation_cancel_is_reported_to_the_tool(era: str, url: str, kind: str) -> None:
+    async with connect(era, url, elicitation_callback=elicitation_responder("cancel")) as client:
         result = await client.call_tool("elicit_kind", {"kind": kind})
     assert result.structured_content == {"action": "cancel", "data": None, "type_name": None}
 
@@ -329,8 +349,10 @@ async def test_two_elicitations_in_one_call_take_two_rounds(url: str) -> None:
     assert asked == ["First name?", "Age?"]
 
 
-async def test_elicitation_without_the_client_capability_is_a_tool_error(url: str) -> None:
-    async with sdk_client(url) as client:  # no elicitation_callback: no capability declared
+async def test_elicitation_without_the_client_capability_is_a_tool_error(
+    era: str, url: str
+) -> None:
+    async with connect(era, url) as client:  # no elicitation_callback: no capability declared
         result = await client.call_tool("elicit_kind", {"kind": "str"})
     assert result.is_error is True
     assert "elicitation" in text_of(result)
@@ -339,7 +361,7 @@ async def test_elicitation_without_the_client_capability_is_a_tool_error(url: st
 # -- sampling and roots -----------------------------------------------------------------------
 
 
-async def test_sampling_answer_reaches_the_tool(url: str) -> None:
+async def test_sampling_answer_reaches_the_tool(era: str, url: str) -> None:
     requests: list[types.CreateMessageRequestParams] = []
 
     async def sample(
@@ -350,7 +372,7 @@ async def test_sampling_answer_reaches_the_tool(url: str) -> None:
             role="assistant", content=types.TextContent(type="text", text="Paris"), model="test-llm"
         )
 
-    async with sdk_client(url, sampling_callback=sample) as client:
+    async with connect(era, url, sampling_callback=sample) as client:
         result = await client.call_tool("ask_model", {"question": "Capital of France?"})
     assert text_of(result) == "test-llm said: Paris"
     (params,) = requests
@@ -360,7 +382,7 @@ async def test_sampling_answer_reaches_the_tool(url: str) -> None:
     assert isinstance(content, types.TextContent) and content.text == "Capital of France?"
 
 
-async def test_roots_reach_the_tool(url: str) -> None:
+async def test_roots_reach_the_tool(era: str, url: str) -> None:
     async def roots(context: Any) -> types.ListRootsResult:
         return types.ListRootsResult(
             roots=[
@@ -369,7 +391,7 @@ async def test_roots_reach_the_tool(url: str) -> None:
             ]
         )
 
-    async with sdk_client(url, list_roots_callback=roots) as client:
+    async with connect(era, url, list_roots_callback=roots) as client:
         result = await client.call_tool("client_roots", {})
     assert result.structured_content == {"result": ["file:///work/project", "file:///tmp"]}
 
@@ -458,8 +480,8 @@ async def test_anonymous_call_has_no_access_token(url: str) -> None:
     assert result.structured_content["client_id"] is None
 
 
-async def test_valid_bearer_token_is_seen_by_the_tool(url: str) -> None:
-    async with sdk_client(url, token="valid-alice") as client:
+async def test_valid_bearer_token_is_seen_by_the_tool(era: str, url: str) -> None:
+    async with connect(era, url, token="valid-alice") as client:
         result = await client.call_tool("whoami", {})
     assert result.structured_content == {
         "anonymous": False,
@@ -471,19 +493,19 @@ async def test_valid_bearer_token_is_seen_by_the_tool(url: str) -> None:
     }
 
 
-async def test_token_standing_for_a_user_sets_ctx_user(url: str) -> None:
-    async with sdk_client(url, token="user-grace") as client:
+async def test_token_standing_for_a_user_sets_ctx_user(era: str, url: str) -> None:
+    async with connect(era, url, token="user-grace") as client:
         result = await client.call_tool("whoami", {})
     assert result.structured_content is not None
     assert result.structured_content["username"] == "grace"
     assert result.structured_content["client_id"] == "user-client"
 
 
-async def test_django_session_user_is_seen_by_the_tool(url: str) -> None:
-    async with sdk_client(url) as client:
+async def test_django_session_user_is_seen_by_the_tool(era: str, url: str) -> None:
+    async with connect(era, url) as client:
         started = await client.call_tool("start_django_session", {"username": "modern-cookie"})
     session_key = text_of(started)
-    async with sdk_client(url, headers={"Cookie": f"sessionid={session_key}"}) as client:
+    async with connect(era, url, headers={"Cookie": f"sessionid={session_key}"}) as client:
         result = await client.call_tool("whoami", {})
     assert result.structured_content is not None
     assert result.structured_content["anonymous"] is False
@@ -491,9 +513,9 @@ async def test_django_session_user_is_seen_by_the_tool(url: str) -> None:
     assert result.structured_content["client_id"] is None
 
 
-async def test_bad_token_is_rejected_by_the_sdk_client(url: str) -> None:
+async def test_bad_token_is_rejected_by_the_sdk_client(era: str, url: str) -> None:
     with pytest.raises(BaseException) as caught:  # noqa: PT011 - the SDK wraps it in task groups
-        async with sdk_client(url, token="forged-mallory") as client:
+        async with connect(era, url, token="forged-mallory") as client:
             await client.call_tool("whoami", {})
     assert "invalid or expired" in repr(caught.value)
 
