@@ -1,18 +1,24 @@
 """Two ASGI server processes sharing one database and one Redis channel layer: any process
-serves any request of any legacy session (no sticky routing)."""
+serves any request of any legacy session (no sticky routing).
+
+The module's tests share one pair of processes (``servers``); each test opens sessions of
+its own."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from django.conf import settings
 
-from tests.conftest import AsgiServerFactory, LiveServer
+from tests.conftest import LiveServer, launch_server
 from tests.support.live import (
+    attach_server_output,
     await_file,
     final_message,
     legacy_headers,
@@ -27,11 +33,39 @@ pytestmark = [pytest.mark.live, pytest.mark.redis]
 ELICITATION: dict[str, Any] = {"elicitation": {"form": {}}}
 
 
+@contextlib.contextmanager
+def serving(overrides: Mapping[str, str], log_path: Path, *, label: str) -> Iterator[LiveServer]:
+    """A live server (:func:`tests.conftest.launch_server`), stopped when the block ends."""
+    server = launch_server(overrides, log_path, label=label)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def module_servers(
+    request: pytest.FixtureRequest, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[LiveServer, LiveServer]]:
+    """Processes A and B: one database, one Redis channel layer (the run's Redis and key
+    prefix, as ``asgi_server(redis=True)`` gives)."""
+    log_dir = tmp_path_factory.mktemp("two-processes")
+    env = {**live_env(), "REDIS_URL": redis_url, "REDIS_PREFIX": settings.REDIS_PREFIX}
+    env["DATABASE_URL"] = request.getfixturevalue("_live_databases").new()
+    with contextlib.ExitStack() as started:
+        a = started.enter_context(serving(env, log_dir / "a.log", label="process A"))
+        b = started.enter_context(serving(env, log_dir / "b.log", label="process B"))
+        yield a, b
+
+
 @pytest.fixture
-def servers(asgi_server: AsgiServerFactory) -> tuple[LiveServer, LiveServer]:
-    a = asgi_server(live_env(), redis=True, label="process A")
-    b = asgi_server(live_env(), redis=True, database_url=a.database_url, label="process B")
-    return a, b
+def servers(
+    request: pytest.FixtureRequest, module_servers: tuple[LiveServer, LiveServer]
+) -> tuple[LiveServer, LiveServer]:
+    """The module's A and B; their output goes to the report of a failed test."""
+    for server in module_servers:
+        attach_server_output(request, server)
+    return module_servers
 
 
 def tools_call(request_id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,9 @@ which skips — or fails on CI — when unreachable).
 - ``task_server(env=None, *, redis=None, database_url=None)``: a live server with
   ``tests.support.live_settings`` on ``task_redis`` (or the given :class:`RedisProcess`); ``redis=False``
   gives an embedded-mode server (no REDIS_URL: fake Redis + worker thread in process).
+- ``stack``: the module's live server with one rq worker, on the module's own Redis, shared
+  by its tests (``module_stack`` for the worker too, ``stack_redis`` for the Redis): one
+  stack per module instead of one per test.
 - ``rq_worker(server, *, kind="task", env=None)``: ``python manage.py rqworker mcp_tasks``
   with the server's environment (same database, Redis and prefix): ``kind`` ``"task"`` is
   the settings' ``TaskWorker`` (many jobs at once in one process), ``"forking"``
@@ -216,6 +219,28 @@ def module_task_stack(
             worker.stop()
     finally:
         servers.close()
+
+
+@pytest.fixture(scope="module")
+def stack_redis(request: pytest.FixtureRequest) -> Iterator[RedisProcess]:
+    """The module's own Redis (:func:`module_redis`), under :func:`module_stack`."""
+    yield from module_redis(request, f"{request.module.__name__} redis")
+
+
+@pytest.fixture(scope="module")
+def module_stack(request: pytest.FixtureRequest, stack_redis: RedisProcess) -> Iterator[TaskStack]:
+    """The module's live server and rq worker on its own Redis (:func:`module_task_stack`):
+    its tests share them, so every task a test starts must end (or park) before the test
+    does, and a test counts what it made (jobs, tasks) by delta, never absolutely."""
+    yield from module_task_stack(request, stack_redis, label=request.module.__name__)
+
+
+@pytest.fixture
+def stack(request: pytest.FixtureRequest, module_stack: TaskStack) -> LiveServer:
+    """The server of :func:`module_stack`; its and its worker's output go to the report of
+    a failed test."""
+    module_stack.attach(request)
+    return module_stack.server
 
 
 def _redis_binary() -> str | None:
@@ -723,6 +748,18 @@ def job_ids(redis_url: str, queue: str = QUEUE) -> list[str]:
         client.close()
 
 
+def job_exists(redis_url: str, job_id: str) -> bool:
+    """Whether rq holds the job (queued, running, or deferred): its ``rq:job:<id>`` hash.
+    A finished task job leaves none (``result_ttl=0``)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        return bool(client.exists(f"rq:job:{job_id}"))
+    finally:
+        client.close()
+
+
 def run_manage(server: LiveServer, *args: str, env: Mapping[str, str] | None = None) -> str:
     """``manage.py <args>`` with ``server``'s environment; returns its output (fails on error)."""
     result = subprocess.run(
@@ -804,6 +841,7 @@ class ListenStream:
         self._opened = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._closing = False
+        self._socket: socket.socket | None = None
 
     @property
     def request_id(self) -> Any:
@@ -818,6 +856,8 @@ class ListenStream:
                 headers=headers_for("subscriptions/listen", None, self._client.token),
             ) as response:
                 self.status_code = response.status_code
+                stream = response.extensions.get("network_stream")
+                self._socket = stream.get_extra_info("socket") if stream is not None else None
                 self._opened.set()
                 if not response.headers.get("content-type", "").startswith("text/event-stream"):
                     response.read()
@@ -842,6 +882,11 @@ class ListenStream:
 
     def __exit__(self, *exc: object) -> None:
         self._closing = True
+        if self._socket is not None:
+            # Wakes the reader at once: closing the client alone leaves it blocked in its
+            # read until the server sends something more.
+            with contextlib.suppress(OSError):
+                self._socket.shutdown(socket.SHUT_RDWR)
         self._http.close()
         self._thread.join(timeout=10)
 

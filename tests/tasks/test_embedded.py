@@ -1,22 +1,41 @@
 """Embedded mode (no REDIS_URL): the dev server runs tasks on an in-process fake Redis with a
-worker thread, and behaves like the real thing (cooperative cancel)."""
+worker thread, and behaves like the real thing (cooperative cancel).
+
+The tests share one embedded-mode server; every task a test starts ends before it does."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import LiveServer
+from tests.support.live import attach_server_output, start_module_server
 from tests.support.worker_fixtures import ListenStream, capabilities, wait_for_path
 
 pytestmark = pytest.mark.live
 
 
+@pytest.fixture(scope="module")
+def module_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
+    """An embedded-mode server: the live settings without REDIS_URL."""
+    yield from start_module_server(request, label="embedded server")
+
+
 @pytest.fixture
-def server(task_server: Any) -> Any:
-    return task_server(redis=False)
+def server(request: pytest.FixtureRequest, module_server: LiveServer) -> LiveServer:
+    attach_server_output(request, module_server)
+    return module_server
+
+
+@pytest.fixture(autouse=True)
+def open_gates(tmp_path: Path) -> Iterator[None]:
+    """After the test, open the gate of any gated task it left waiting in the server."""
+    yield
+    (tmp_path / "gate").touch()
 
 
 @pytest.fixture

@@ -1,11 +1,16 @@
 """The task engine seen from the tool: its context in the worker process, progress and logs,
 cancellation under both worker classes, the encrypted snapshot, and expiry — with live
-servers, real ``manage.py rqworker`` processes and a real Redis."""
+servers, real ``manage.py rqworker`` processes and a real Redis.
+
+Most tests share the module's server and worker (``stack``, a ``TaskWorker``); those that
+need processes of their own (a forking worker, a worker started late or with other
+settings) start them (``own_server``)."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +34,37 @@ pytestmark = [pytest.mark.live, pytest.mark.redis]
 
 
 @pytest.fixture
-def server(task_server: Any) -> Any:
-    return task_server()
+def server(stack: Any) -> Any:
+    """The module's server; its worker (``module_stack.worker``) runs every task at once."""
+    return stack
+
+
+@pytest.fixture
+def worker(module_stack: Any) -> Any:
+    return module_stack.worker
 
 
 @pytest.fixture
 def client(server: Any, task_client: Any) -> Any:
     return task_client(server)
+
+
+@pytest.fixture
+def own_server(task_server: Any) -> Any:
+    """A server of the test's own, without a worker until the test starts one."""
+    return task_server()
+
+
+@pytest.fixture
+def own_client(own_server: Any, task_client: Any) -> Any:
+    return task_client(own_server)
+
+
+@pytest.fixture(autouse=True)
+def open_gates(tmp_path: Path) -> Iterator[None]:
+    """After the test, open the gate of any gated task it left waiting in the shared worker."""
+    yield
+    (tmp_path / "gate").touch()
 
 
 def probe(client: Any, **kwargs: Any) -> tuple[str, dict[str, Any]]:
@@ -49,10 +78,7 @@ def probe(client: Any, **kwargs: Any) -> tuple[str, dict[str, Any]]:
 # -- the Context a background tool gets ---------------------------------------------------------
 
 
-def test_worker_context_is_a_background_task_with_the_task_id(
-    client: Any, server: Any, rq_worker: Any
-) -> None:
-    worker = rq_worker(server)
+def test_worker_context_is_a_background_task_with_the_task_id(client: Any, worker: Any) -> None:
     task_id, seen = probe(client)
     assert seen["is_background_task"] is True
     assert seen["task_id"] == task_id
@@ -60,39 +86,33 @@ def test_worker_context_is_a_background_task_with_the_task_id(
 
 
 def test_forking_worker_runs_the_tool_in_a_work_horse(
-    client: Any, server: Any, rq_worker: Any
+    own_client: Any, own_server: Any, rq_worker: Any
 ) -> None:
-    worker = rq_worker(server, kind="forking")
-    task_id, seen = probe(client)
+    worker = rq_worker(own_server, kind="forking")
+    task_id, seen = probe(own_client)
     assert seen["task_id"] == task_id
-    assert seen["pid"] not in (worker.pid, server.process.pid)
+    assert seen["pid"] not in (worker.pid, own_server.process.pid)
 
 
-def test_worker_context_has_no_request_context(client: Any, server: Any, rq_worker: Any) -> None:
-    rq_worker(server)
+def test_worker_context_has_no_request_context(client: Any) -> None:
     _, seen = probe(client)
     assert seen["request_context_is_none"] is True
 
 
-def test_worker_context_session_id_is_not_empty(client: Any, server: Any, rq_worker: Any) -> None:
-    rq_worker(server)
+def test_worker_context_session_id_is_not_empty(client: Any) -> None:
     _, seen = probe(client)
     assert isinstance(seen["session_id"], str) and seen["session_id"]
 
 
 @pytest.mark.parametrize("request_id", ["origin-call-42", 4242])
 def test_worker_context_origin_request_id_is_the_tools_call_id(
-    client: Any, server: Any, rq_worker: Any, request_id: Any
+    client: Any, request_id: Any
 ) -> None:
-    rq_worker(server)
     _, seen = probe(client, request_id=request_id)
     assert seen["origin_request_id"] == request_id
 
 
-def test_worker_context_lifespan_context_is_empty_without_a_lifespan(
-    client: Any, server: Any, rq_worker: Any
-) -> None:
-    rq_worker(server)
+def test_worker_context_lifespan_context_is_empty_without_a_lifespan(client: Any) -> None:
     _, seen = probe(client)
     assert seen["lifespan_context"] == {}
 
@@ -107,9 +127,8 @@ def test_worker_context_lifespan_context_comes_from_the_configured_lifespan(
 
 
 def test_worker_context_access_token_is_the_snapshotted_token(
-    server: Any, task_client: Any, rq_worker: Any
+    server: Any, task_client: Any
 ) -> None:
-    rq_worker(server)
     _, seen = probe(task_client(server, token="valid-alice"))
     assert seen["access_token"] == {
         "token": "valid-alice",
@@ -119,20 +138,18 @@ def test_worker_context_access_token_is_the_snapshotted_token(
 
 
 def test_worker_context_access_token_is_none_once_it_expired(
-    server: Any, task_client: Any, rq_worker: Any
+    own_server: Any, task_client: Any, rq_worker: Any
 ) -> None:
-    client = task_client(server, token="short-2-carol")
+    client = task_client(own_server, token="short-2-carol")
     task_id = client.start("context_probe")["taskId"]
     time.sleep(3)  # the token expires while the task waits in the queue
-    rq_worker(server)
+    rq_worker(own_server)
     task = client.wait_terminal(task_id)
     assert json.loads(text_of(task))["access_token"] is None
 
 
-def test_worker_context_never_sees_a_previous_jobs_token(
-    server: Any, task_client: Any, rq_worker: Any
-) -> None:
-    rq_worker(server)  # one process runs both jobs
+def test_worker_context_never_sees_a_previous_jobs_token(server: Any, task_client: Any) -> None:
+    # The module's one worker process runs both jobs.
     _first_id, first = probe(task_client(server, token="valid-alice"))
     _, second = probe(task_client(server))
     assert first["access_token"]["token"] == "valid-alice"
@@ -141,9 +158,8 @@ def test_worker_context_never_sees_a_previous_jobs_token(
 
 
 def test_worker_context_client_supports_extension_from_the_snapshotted_capabilities(
-    server: Any, task_client: Any, rq_worker: Any
+    server: Any, task_client: Any
 ) -> None:
-    rq_worker(server)
     client = task_client(server, caps=capabilities(extra={"com.example/probe": {}}))
     _, seen = probe(client)
     assert seen["supports_tasks"] is True
@@ -151,19 +167,15 @@ def test_worker_context_client_supports_extension_from_the_snapshotted_capabilit
     assert seen["supports_unknown_ext"] is False
 
 
-def test_worker_context_keeps_protocol_version_and_client_info(
-    client: Any, server: Any, rq_worker: Any
-) -> None:
-    rq_worker(server)
+def test_worker_context_keeps_protocol_version_and_client_info(client: Any) -> None:
     _, seen = probe(client)
     assert seen["protocol_version"] == "2026-07-28"
     assert seen["client_info"] == {"name": "task-tests", "version": "1.0"}
 
 
 def test_report_progress_sets_the_progress_fields_and_status_message(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    client: Any, server: Any, tmp_path: Path
 ) -> None:
-    rq_worker(server)
     task_id = client.start(
         "gated_task",
         {"marker_dir": str(tmp_path), "progress": 3, "total": 8, "message": "three of eight"},
@@ -177,9 +189,8 @@ def test_report_progress_sets_the_progress_fields_and_status_message(
 
 
 def test_tool_log_messages_are_stored_with_the_task(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    client: Any, server: Any, tmp_path: Path
 ) -> None:
-    rq_worker(server)
     (tmp_path / "gate").touch()
     task_id = client.start("gated_task", {"marker_dir": str(tmp_path)}, log_level="debug")["taskId"]
     assert client.wait_terminal(task_id)["status"] == "completed"
@@ -200,16 +211,17 @@ def test_tool_log_messages_are_stored_with_the_task(
 
 
 def barrier(client: Any) -> None:
-    """Run a trivial task to its end: a single worker has then finished everything queued
-    before it."""
+    """Run a trivial task to its end: the server's single worker has then taken everything
+    queued before it."""
     task_id = client.start("trivial_task", {"n": 0})["taskId"]
     assert client.wait_terminal(task_id)["status"] == "completed"
 
 
 @pytest.mark.cancel
 def test_cancel_removes_a_queued_job(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    own_client: Any, own_server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
+    client, server = own_client, own_server  # no worker takes the job before the cancel
     task_id = client.start("async_wait_task", {"marker_dir": str(tmp_path)})["taskId"]
     job_id = f"mcp_tasks-{task_id}-0"
     assert job_id in job_ids(server.env["REDIS_URL"])
@@ -223,10 +235,7 @@ def test_cancel_removes_a_queued_job(
 
 
 @pytest.mark.cancel
-def test_cancel_raises_cancelled_error_in_a_running_async_tool(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
-) -> None:
-    rq_worker(server)
+def test_cancel_raises_cancelled_error_in_a_running_async_tool(client: Any, tmp_path: Path) -> None:
     task_id = client.start("async_wait_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     client.cancel(task_id)
@@ -239,9 +248,10 @@ def test_cancel_raises_cancelled_error_in_a_running_async_tool(
 
 @pytest.mark.cancel
 def test_cancel_raises_cancelled_error_in_an_async_tool_under_the_forking_worker(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    own_client: Any, own_server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
-    rq_worker(server, kind="forking")
+    client = own_client
+    rq_worker(own_server, kind="forking")
     task_id = client.start("async_wait_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     client.cancel(task_id)
@@ -253,9 +263,10 @@ def test_cancel_raises_cancelled_error_in_an_async_tool_under_the_forking_worker
 
 @pytest.mark.cancel
 def test_cancel_stops_a_running_sync_tool_under_the_forking_worker(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    own_client: Any, own_server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
-    worker = rq_worker(server, kind="forking")
+    client = own_client
+    worker = rq_worker(own_server, kind="forking")
     task_id = client.start("blocking_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     horse = int((tmp_path / "started").read_text())
@@ -270,10 +281,7 @@ def test_cancel_stops_a_running_sync_tool_under_the_forking_worker(
 
 
 @pytest.mark.cancel
-def test_cancelling_a_finished_task_changes_nothing(
-    client: Any, server: Any, rq_worker: Any
-) -> None:
-    rq_worker(server)
+def test_cancelling_a_finished_task_changes_nothing(client: Any) -> None:
     task_id = client.start("trivial_task", {"n": 9})["taskId"]
     before = client.wait_terminal(task_id)
     assert before["status"] == "completed"
@@ -286,9 +294,8 @@ def test_cancelling_a_finished_task_changes_nothing(
 
 @pytest.mark.cancel
 def test_a_late_result_after_cancel_does_not_replace_cancelled(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    client: Any, server: Any, tmp_path: Path
 ) -> None:
-    rq_worker(server)
     task_id = client.start("stubborn_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     client.cancel(task_id)
@@ -302,9 +309,8 @@ def test_a_late_result_after_cancel_does_not_replace_cancelled(
 
 @pytest.mark.cancel
 def test_a_sync_tool_finishing_after_cancel_in_the_worker_process_leaves_it_cancelled(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    client: Any, worker: Any, tmp_path: Path
 ) -> None:
-    worker = rq_worker(server)
     task_id = client.start("blocking_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     assert int((tmp_path / "started").read_text()) == worker.pid  # runs in the worker itself
@@ -337,8 +343,7 @@ def test_snapshot_secrets_are_encrypted_at_rest(server: Any, task_client: Any) -
     assert sealed  # the secrets are there, sealed
 
 
-def test_snapshot_headers_reach_the_tool(server: Any, task_client: Any, rq_worker: Any) -> None:
-    rq_worker(server)
+def test_snapshot_headers_reach_the_tool(server: Any, task_client: Any) -> None:
     client = task_client(server)
     _, seen = probe(client, headers={"X-Request-Id": "rid-needle-4711"})
     assert seen["headers"].get("x-request-id") == "rid-needle-4711"
@@ -378,8 +383,7 @@ def test_undecryptable_snapshot_fails_the_task_with_a_clear_message(
 # -- expiry -----------------------------------------------------------------------------------------
 
 
-def test_cleanup_command_purges_expired_tasks(client: Any, server: Any, rq_worker: Any) -> None:
-    rq_worker(server)
+def test_cleanup_command_purges_expired_tasks(client: Any, server: Any) -> None:
     expired_id = client.start("short_lived_task")["taskId"]
     kept_id = client.start("trivial_task", {"n": 1})["taskId"]
     client.wait_terminal(kept_id)
@@ -399,9 +403,9 @@ def test_cleanup_command_purges_expired_tasks(client: Any, server: Any, rq_worke
 
 
 def test_cleanup_command_reports_the_number_of_expired_tasks_deleted(
-    client: Any, server: Any, rq_worker: Any
+    client: Any, server: Any
 ) -> None:
-    rq_worker(server)
+    run_manage(server, "mcp_tasks_cleanup")  # the shared server's earlier expired tasks go
     task_id = client.start("short_lived_task")["taskId"]
     client.wait_terminal(task_id)
     deadline = time.monotonic() + 30

@@ -6,6 +6,9 @@ crashing one does not hold up the others; cancel reaches async tools at once and
 tools at their next ``Context`` call; a job past its timeout fails and frees its slot; a
 worker that dies fails every task it was running; shutdown is warm, then cold; rq's
 registries show what runs.
+
+Most tests share the module's server and worker (``stack``); those that stop or kill a
+worker, or run a pool of them, start their own (``own_server``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +43,39 @@ FAST_LIVENESS = {
 
 
 @pytest.fixture
-def server(task_server: Any) -> Any:
-    return task_server()
+def server(stack: Any) -> Any:
+    """The module's server; its worker (``module_stack.worker``) runs every task at once."""
+    return stack
+
+
+@pytest.fixture
+def worker(module_stack: Any) -> Any:
+    return module_stack.worker
 
 
 @pytest.fixture
 def client(server: Any, task_client: Any) -> Any:
     return task_client(server)
+
+
+@pytest.fixture
+def own_server(task_server: Any) -> Any:
+    """A server of the test's own, without a worker until the test starts one."""
+    return task_server()
+
+
+@pytest.fixture
+def own_client(own_server: Any, task_client: Any) -> Any:
+    return task_client(own_server)
+
+
+@pytest.fixture(autouse=True)
+def open_gates(tmp_path: Path) -> Iterator[None]:
+    """After the test, open the gates of the tasks it left waiting in the shared worker
+    (``tmp_path`` or a folder of it is a task's ``marker_dir``)."""
+    yield
+    for directory in [tmp_path, *(path for path in tmp_path.iterdir() if path.is_dir())]:
+        (directory / "gate").touch()
 
 
 def trivial(client: Any, n: int = 0) -> dict[str, Any]:
@@ -60,9 +90,8 @@ def started(directories: list[Path]) -> bool:
 
 
 def test_one_worker_process_runs_many_tasks_at_once(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    client: Any, worker: Any, tmp_path: Path
 ) -> None:
-    worker = rq_worker(server)
     directories = [tmp_path / f"task-{number}" for number in range(5)]
     task_ids = []
     for directory in directories:
@@ -77,10 +106,7 @@ def test_one_worker_process_runs_many_tasks_at_once(
         assert client.wait_terminal(task_id)["status"] == "completed"
 
 
-def test_a_blocking_sync_tool_does_not_stall_the_other_tasks(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
-) -> None:
-    rq_worker(server)
+def test_a_blocking_sync_tool_does_not_stall_the_other_tasks(client: Any, tmp_path: Path) -> None:
     blocking = client.start("blocking_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     # The sync tool holds a thread of the pool, not the event loop: others go on.
@@ -91,9 +117,8 @@ def test_a_blocking_sync_tool_does_not_stall_the_other_tasks(
 
 
 def test_a_crashing_tool_does_not_disturb_the_other_tasks(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    client: Any, worker: Any, tmp_path: Path
 ) -> None:
-    worker = rq_worker(server)
     waiting = client.start("async_wait_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     crashed = client.wait_terminal(client.start("raising_task")["taskId"])
@@ -106,9 +131,8 @@ def test_a_crashing_tool_does_not_disturb_the_other_tasks(
 
 @pytest.mark.cancel
 def test_cancel_gives_a_running_async_tool_cancelled_error_at_once(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    client: Any, tmp_path: Path
 ) -> None:
-    rq_worker(server)
     task_id = client.start("async_wait_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     client.cancel(task_id)
@@ -118,10 +142,7 @@ def test_cancel_gives_a_running_async_tool_cancelled_error_at_once(
 
 
 @pytest.mark.cancel
-def test_cancel_stops_a_sync_tool_at_its_next_context_call(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
-) -> None:
-    rq_worker(server)
+def test_cancel_stops_a_sync_tool_at_its_next_context_call(client: Any, tmp_path: Path) -> None:
     task_id = client.start("cooperative_sync_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     client.cancel(task_id)
@@ -133,9 +154,8 @@ def test_cancel_stops_a_sync_tool_at_its_next_context_call(
 
 @pytest.mark.cancel
 def test_a_task_past_its_timeout_fails_and_its_tool_is_cancelled(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    client: Any, tmp_path: Path
 ) -> None:
-    rq_worker(server)
     task_id = client.start("overrunning_task", {"marker_dir": str(tmp_path)})["taskId"]
     task = client.wait_terminal(task_id)
     assert task["status"] == "failed"
@@ -167,9 +187,10 @@ def test_a_killed_worker_fails_every_task_it_was_running(
 
 
 def test_warm_shutdown_lets_the_running_tasks_finish(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    own_client: Any, own_server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
-    worker = rq_worker(server)
+    client = own_client
+    worker = rq_worker(own_server)
     task_id = client.start("async_wait_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     worker.process.send_signal(signal.SIGTERM)
@@ -181,9 +202,10 @@ def test_warm_shutdown_lets_the_running_tasks_finish(
 
 
 def test_cold_shutdown_fails_the_running_tasks_with_a_clear_message(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    own_client: Any, own_server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
-    worker = rq_worker(server)
+    client = own_client
+    worker = rq_worker(own_server)
     task_id = client.start("async_wait_task", {"marker_dir": str(tmp_path)})["taskId"]
     assert wait_for_path(tmp_path / "started")
     worker.process.send_signal(signal.SIGTERM)
@@ -197,9 +219,8 @@ def test_cold_shutdown_fails_the_running_tasks_with_a_clear_message(
 
 
 def test_rq_started_registry_shows_the_running_jobs(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    client: Any, server: Any, tmp_path: Path
 ) -> None:
-    rq_worker(server)
     connection = redis.Redis.from_url(server.env["REDIS_URL"])
     task_ids = []
     for number in range(2):
@@ -208,7 +229,7 @@ def test_rq_started_registry_shows_the_running_jobs(
         task_ids.append(client.start("async_wait_task", {"marker_dir": str(directory)})["taskId"])
         assert wait_for_path(directory / "started")
     ours = {f"mcp_tasks-{task_id}-0" for task_id in task_ids}
-    # (The session's Redis may hold jobs of other tests' killed workers too.)
+    # (The module's Redis may hold jobs of other tests too.)
     running = set(StartedJobRegistry(QUEUE, connection=connection).get_job_ids())
     assert ours <= running
     for number in range(2):
@@ -223,7 +244,8 @@ def test_rq_started_registry_shows_the_running_jobs(
     assert not connection.exists(*(f"rq:job:mcp_tasks-{task_id}-0" for task_id in task_ids))
 
 
-def test_rqworker_pool_runs_task_jobs(client: Any, server: Any, tmp_path: Path) -> None:
+def test_rqworker_pool_runs_task_jobs(own_client: Any, own_server: Any, tmp_path: Path) -> None:
+    client, server = own_client, own_server  # the pool's workers alone take its jobs
     log = (tmp_path / "pool.log").open("wb")
     pool = subprocess.Popen(
         [sys.executable, "manage.py", "rqworker-pool", QUEUE, "--num-workers", "2"],

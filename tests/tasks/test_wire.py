@@ -1,10 +1,16 @@
 """The tasks extension (``io.modelcontextprotocol/tasks``) on the modern wire, over real HTTP
-against live servers with real rq workers on a real Redis (``tests.support.worker_fixtures``)."""
+against live servers with real rq workers on a real Redis (``tests.support.worker_fixtures``).
+
+The tests share the module's server and worker (``stack``): they count tasks by delta, gate
+a task whose state they read before it may run, and open their gates before they end
+(``open_gates``). Those that need a process of their own (a worker started late, other
+settings) start it (``own_server``)."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,7 +24,7 @@ from tests.support.worker_fixtures import (
     ListenStream,
     capabilities,
     db_rows,
-    job_ids,
+    job_exists,
     task_row,
     wait_for_path,
 )
@@ -47,18 +53,32 @@ def is_empty_ack(result: dict[str, Any]) -> bool:
 
 
 @pytest.fixture
-def server(task_server: Any) -> Any:
-    return task_server()
-
-
-@pytest.fixture
-def worker(server: Any, rq_worker: Any) -> Any:
-    return rq_worker(server)
+def server(stack: Any) -> Any:
+    """The module's server; its worker runs every task at once."""
+    return stack
 
 
 @pytest.fixture
 def client(server: Any, task_client: Any) -> Any:
     return task_client(server)
+
+
+@pytest.fixture
+def own_server(task_server: Any) -> Any:
+    """A server of the test's own, without a worker until the test starts one."""
+    return task_server()
+
+
+@pytest.fixture
+def own_client(own_server: Any, task_client: Any) -> Any:
+    return task_client(own_server)
+
+
+@pytest.fixture(autouse=True)
+def open_gates(tmp_path: Path) -> Iterator[None]:
+    """After the test, open the gate of any gated task it left waiting in the shared worker."""
+    yield
+    (tmp_path / "gate").touch()
 
 
 # -- tools/call of a task tool ----------------------------------------------------------------
@@ -78,10 +98,11 @@ def test_optional_task_tool_with_extension_answers_a_flat_create_task_result(cli
 
 
 def test_optional_task_tool_without_extension_runs_inline(client: Any, server: Any) -> None:
+    before = task_count(server)
     message = client.call("trivial_task", {"n": 5}, caps=NO_TASKS)
     assert message["result"]["resultType"] == "complete"
     assert message["result"]["structuredContent"] == {"result": 5}
-    assert task_count(server) == 0
+    assert task_count(server) == before
 
 
 def test_required_task_tool_without_extension_is_a_missing_capability_error(client: Any) -> None:
@@ -96,28 +117,31 @@ def test_required_task_tool_without_extension_is_a_missing_capability_error(clie
 def test_invalid_arguments_give_the_plain_call_error_result_and_no_task(
     client: Any, server: Any
 ) -> None:
+    before = task_count(server)
     as_task = client.call("trivial_task", {"n": "not a number"})
     inline = client.call("trivial_task", {"n": "not a number"}, caps=NO_TASKS)
     assert as_task["result"]["isError"] is True
     assert without_meta(as_task["result"]) == without_meta(inline["result"])
-    assert task_count(server) == 0
+    assert task_count(server) == before
 
 
 # -- durable creation -------------------------------------------------------------------------
 
 
-def test_task_is_found_by_tasks_get_right_after_creation(client: Any) -> None:
-    created = client.start("trivial_task", {"n": 2})
+def test_task_is_found_by_tasks_get_right_after_creation(client: Any, tmp_path: Path) -> None:
+    created = client.start("gated_task", {"marker_dir": str(tmp_path)})  # working till the gate
     task = client.get(created["taskId"])
     assert task["taskId"] == created["taskId"]
     assert task["status"] == "working"
     assert task["createdAt"] == created["createdAt"]
+    (tmp_path / "gate").touch()
+    assert client.wait_terminal(created["taskId"])["status"] == "completed"
 
 
 def test_task_row_snapshot_and_job_exist_when_the_create_result_arrives(
-    client: Any, server: Any
+    client: Any, server: Any, tmp_path: Path
 ) -> None:
-    created = client.start("trivial_task", {"n": 3})
+    created = client.start("gated_task", {"marker_dir": str(tmp_path)})  # working till the gate
     task_id = created["taskId"]
     assert task_row(server.database_url, task_id)["status"] == "working"
     snapshots = db_rows(
@@ -126,14 +150,16 @@ def test_task_row_snapshot_and_job_exist_when_the_create_result_arrives(
         (task_id,),
     )
     assert snapshots == [("modern", "2026-07-28")]
-    assert f"mcp_tasks-{task_id}-0" in job_ids(server.env["REDIS_URL"])
+    assert job_exists(server.env["REDIS_URL"], f"mcp_tasks-{task_id}-0")
+    (tmp_path / "gate").touch()
+    assert client.wait_terminal(task_id)["status"] == "completed"
 
 
 # -- tasks/get by status ------------------------------------------------------------------------
 
 
 def test_tasks_get_of_a_working_task_shows_progress_as_status_message(
-    client: Any, worker: Any, tmp_path: Path
+    client: Any, tmp_path: Path
 ) -> None:
     created = client.start("gated_task", {"marker_dir": str(tmp_path), "message": "halfway there"})
     assert wait_for_path(tmp_path / "started")
@@ -146,7 +172,7 @@ def test_tasks_get_of_a_working_task_shows_progress_as_status_message(
 
 
 def test_tasks_get_of_an_input_required_task_lists_its_input_requests(
-    task_client: Any, server: Any, worker: Any
+    task_client: Any, server: Any
 ) -> None:
     client = task_client(server, caps=WITH_ELICITATION)
     created = client.start("confirm_delete", {"filename": "report.txt"})
@@ -160,7 +186,7 @@ def test_tasks_get_of_an_input_required_task_lists_its_input_requests(
     assert "result" not in task and "error" not in task
 
 
-def test_tasks_get_of_a_completed_task_includes_the_tool_result(client: Any, worker: Any) -> None:
+def test_tasks_get_of_a_completed_task_includes_the_tool_result(client: Any) -> None:
     created = client.start("slow_compute", {"seconds": 0, "label": "quick"})
     task = client.wait_terminal(created["taskId"])
     assert task["status"] == "completed"
@@ -171,9 +197,7 @@ def test_tasks_get_of_a_completed_task_includes_the_tool_result(client: Any, wor
     assert "error" not in task
 
 
-def test_protocol_error_in_the_tool_fails_the_task_with_the_error_object(
-    client: Any, worker: Any
-) -> None:
+def test_protocol_error_in_the_tool_fails_the_task_with_the_error_object(client: Any) -> None:
     created = client.start("protocol_error_job")
     task = client.wait_terminal(created["taskId"])
     assert task["status"] == "failed"
@@ -185,7 +209,7 @@ def test_protocol_error_in_the_tool_fails_the_task_with_the_error_object(
 
 
 def test_exception_in_the_tool_completes_with_the_same_masked_error_as_a_plain_call(
-    client: Any, worker: Any
+    client: Any,
 ) -> None:
     created = client.start("raising_task")
     task = client.wait_terminal(created["taskId"])
@@ -204,7 +228,7 @@ ACCEPT_CONFIRM = {"action": "accept", "content": {"confirm": True}}
 
 
 def test_tasks_update_with_part_of_the_answers_leaves_the_rest_outstanding(
-    task_client: Any, server: Any, worker: Any
+    task_client: Any, server: Any
 ) -> None:
     client = task_client(server, caps=WITH_ELICITATION)
     task_id = client.start("multi_input")["taskId"]
@@ -219,7 +243,7 @@ def test_tasks_update_with_part_of_the_answers_leaves_the_rest_outstanding(
 
 
 def test_tasks_update_ignores_unknown_and_already_answered_keys(
-    task_client: Any, server: Any, worker: Any
+    task_client: Any, server: Any
 ) -> None:
     client = task_client(server, caps=WITH_ELICITATION)
     task_id = client.start("multi_input")["taskId"]
@@ -327,7 +351,7 @@ def test_anonymous_caller_cannot_see_a_token_holders_task(task_client: Any, serv
     )
 
 
-def test_expired_task_is_not_found_like_an_unknown_one(client: Any, worker: Any) -> None:
+def test_expired_task_is_not_found_like_an_unknown_one(client: Any) -> None:
     task_id = client.start("short_lived_task")["taskId"]
     deadline = time.monotonic() + 30
     while True:
@@ -366,8 +390,9 @@ def _is_task_notification(task_id: str, status: str) -> Any:
 
 
 def test_listen_pushes_detailed_task_notifications_from_the_worker(
-    client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    own_client: Any, own_server: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
+    client, server = own_client, own_server
     task_id = client.start(
         "gated_task", {"marker_dir": str(tmp_path), "message": "pushed progress"}
     )["taskId"]
@@ -395,7 +420,7 @@ def test_listen_pushes_detailed_task_notifications_from_the_worker(
 
 
 def test_listen_pushes_nothing_of_other_tasks_that_share_the_listened_tasks_shard(
-    task_client: Any, server: Any, rq_worker: Any, tmp_path: Path
+    task_client: Any, server: Any, tmp_path: Path
 ) -> None:
     """Task changes go to shard groups: a stream that joined one hears the changes of every
     task of the shard, and must push only those of the tasks it listens to."""
@@ -405,7 +430,6 @@ def test_listen_pushes_nothing_of_other_tasks_that_share_the_listened_tasks_shar
     shard = groups.task_shard_group(listened)
     with ListenStream(alice, {"taskIds": [listened]}) as stream:
         stream.next()  # acknowledged
-        rq_worker(server)
         neighbours = {"alice": "", "bob": ""}
         for _ in range(2000):  # ~64 tries each on average
             for name, client in (("alice", alice), ("bob", bob)):
@@ -424,9 +448,7 @@ def test_listen_pushes_nothing_of_other_tasks_that_share_the_listened_tasks_shar
     }
 
 
-def test_listen_does_not_acknowledge_someone_elses_task_ids(
-    task_client: Any, server: Any, worker: Any
-) -> None:
+def test_listen_does_not_acknowledge_someone_elses_task_ids(task_client: Any, server: Any) -> None:
     alice = task_client(server, token="valid-alice")
     bob = task_client(server, token="valid-bob")
     own = bob.start("trivial_task", {"n": 1})["taskId"]

@@ -2,30 +2,34 @@
 progress, a new POST gets HTTP 503 with ``Retry-After`` and a JSON-RPC error at once; streams
 don't count; once the requests in progress end, all is normal again.
 
-One live server (``tests.support.live_settings`` with ``MAX_REQUESTS_IN_PROGRESS`` = 3) per test;
-the requests are held by the ``wait_for_gate`` tool until the test writes the gate file.
-No timing is asserted.
+One live server (``tests.support.live_settings`` with ``MAX_REQUESTS_IN_PROGRESS`` = 3) for the
+module; the requests are held by the ``wait_for_gate`` tool until the test writes the gate
+file, and every test's requests have ended when it does. No timing is asserted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import AsgiServerFactory, LiveServer
+from mcp_tasks.transport import admission
+from tests.conftest import LiveServer
 from tests.support.live import (
+    attach_server_output,
     await_file,
     final_message,
     legacy_headers,
     legacy_initialize,
     modern_headers,
     modern_request,
+    start_module_server,
 )
 from tests.transport.refusals import assert_refused
 
@@ -34,14 +38,16 @@ pytestmark = [pytest.mark.live]
 LIMIT = 3
 
 
+@pytest.fixture(scope="module")
+def module_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
+    env = {"MCP_TASKS_TEST_MAX_REQUESTS_IN_PROGRESS": str(LIMIT)}
+    yield from start_module_server(request, env, label="admission server")
+
+
 @pytest.fixture
-def server(asgi_server: AsgiServerFactory) -> LiveServer:
-    return asgi_server(
-        {
-            "DJANGO_SETTINGS_MODULE": "tests.support.live_settings",
-            "MCP_TASKS_TEST_MAX_REQUESTS_IN_PROGRESS": str(LIMIT),
-        }
-    )
+def server(request: pytest.FixtureRequest, module_server: LiveServer) -> LiveServer:
+    attach_server_output(request, module_server)
+    return module_server
 
 
 async def call(
@@ -141,6 +147,15 @@ async def test_acknowledged_listen_streams_do_not_count(
 async def test_a_refusal_is_logged_as_a_warning(
     http: httpx.AsyncClient, server: LiveServer, tmp_path: Path
 ) -> None:
+    # Refusals are logged at most once every WARN_EVERY seconds: the other tests' refusals
+    # were all made before this test began, so after that long the next one is logged.
+    quiet_until = time.monotonic() + admission.WARN_EVERY
+    logged_before = server.log_path.stat().st_size
+    while (left := quiet_until - time.monotonic()) > 0:
+        await asyncio.sleep(left)
     async with held(http, server, tmp_path, LIMIT):
         assert_refused(await call(http, server, "add", a=1, b=2))
-    assert "WARNING" in server.output() and "MAX_REQUESTS_IN_PROGRESS" in server.output()
+    with server.log_path.open("rb") as log:
+        log.seek(logged_before)
+        output = log.read().decode(errors="replace")
+    assert "WARNING" in output and "MAX_REQUESTS_IN_PROGRESS" in output
