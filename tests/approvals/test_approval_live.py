@@ -16,22 +16,15 @@ import pytest
 
 from mcp_tasks.authoring.approval import WAITING_FOR_STAFF
 from tests.support.task_driver import TaskDriver, django_shell, structured_of, task_capabilities
-from tests.support.worker_fixtures import RedisProcess, TaskStack, module_redis, module_task_stack
+from tests.support.worker_fixtures import RedisProcess, TaskStack, module_task_stack
 
 pytestmark = [pytest.mark.live, pytest.mark.redis]
 
 
 @pytest.fixture(scope="module")
-def approvals_redis(request: pytest.FixtureRequest) -> Iterator[RedisProcess]:
-    yield from module_redis(request, "approvals redis")
-
-
-@pytest.fixture(scope="module")
-def module_stack(
-    request: pytest.FixtureRequest, approvals_redis: RedisProcess
-) -> Iterator[TaskStack]:
+def module_stack(request: pytest.FixtureRequest, stack_redis: RedisProcess) -> Iterator[TaskStack]:
     env = {"MCP_TASKS_TEST_INPUT_HOLD_WINDOW": "0.3"}
-    yield from module_task_stack(request, approvals_redis, env, label="approvals")
+    yield from module_task_stack(request, stack_redis, env, label="approvals")
 
 
 @pytest.fixture

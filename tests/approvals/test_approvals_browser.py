@@ -31,7 +31,7 @@ from tests.support.browser import (
     start_task,
     submit,
 )
-from tests.support.worker_fixtures import RedisProcess, TaskStack, module_redis, module_task_stack
+from tests.support.worker_fixtures import RedisProcess, TaskStack, module_task_stack
 
 pytestmark = [pytest.mark.live, pytest.mark.redis]
 
@@ -50,18 +50,11 @@ STAFF = {
 
 
 @pytest.fixture(scope="module")
-def approvals_redis(request: pytest.FixtureRequest) -> Iterator[RedisProcess]:
-    yield from module_redis(request, "approvals browser redis")
-
-
-@pytest.fixture(scope="module")
-def module_stack(
-    request: pytest.FixtureRequest, approvals_redis: RedisProcess
-) -> Iterator[TaskStack]:
+def module_stack(request: pytest.FixtureRequest, stack_redis: RedisProcess) -> Iterator[TaskStack]:
     """One live server (the live admin's WebSocket routed) and one rq worker for the module,
     with the staff users of :data:`STAFF`."""
     env = {"MCP_TASKS_TEST_INPUT_HOLD_WINDOW": "0.3", "MCP_TASKS_TEST_ADMIN_LIVE_PATH": LIVE_PATH}
-    for stack in module_task_stack(request, approvals_redis, env, label="approvals browser"):
+    for stack in module_task_stack(request, stack_redis, env, label="approvals browser"):
         create_staff(stack.server, STAFF)
         yield stack
 

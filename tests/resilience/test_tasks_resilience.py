@@ -30,11 +30,6 @@ FAST_LIVENESS = {
 }
 
 
-def barrier(client: Any) -> None:
-    task_id = client.start("trivial_task", {"n": 0})["taskId"]
-    assert client.wait_terminal(task_id)["status"] == "completed"
-
-
 # -- a worker that dies -----------------------------------------------------------------------------
 
 
@@ -55,7 +50,7 @@ def test_work_horse_killed_mid_task_fails_the_task_with_a_clear_message(
     assert "signal 9" in task["statusMessage"]
     assert task["error"]["code"] == -32603
     assert worker.alive()
-    barrier(client)
+    client.barrier()
 
 
 def test_worker_killed_mid_task_fails_the_task_once_its_heartbeat_is_lost(
@@ -167,9 +162,9 @@ def test_worker_takes_new_tasks_after_a_redis_restart(
     server = task_server(redis=redis)
     rq_worker(server)
     client = task_client(server)
-    barrier(client)
+    client.barrier()
     redis.restart()
-    barrier(client)
+    client.barrier()
 
 
 # -- the ASGI server restarted --------------------------------------------------------------------

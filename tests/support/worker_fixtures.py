@@ -660,6 +660,12 @@ class TaskClient:
             task_id, lambda task: task["status"] in ("completed", "failed", "cancelled"), timeout
         )
 
+    def barrier(self) -> None:
+        """Run a trivial task to its end: a server with one worker has then taken everything
+        queued before it."""
+        task_id = self.start("trivial_task", {"n": 0})["taskId"]
+        assert self.wait_terminal(task_id)["status"] == "completed"
+
 
 @pytest.fixture
 def task_client() -> Iterator[Callable[..., TaskClient]]:

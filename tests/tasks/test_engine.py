@@ -210,13 +210,6 @@ def test_tool_log_messages_are_stored_with_the_task(
 # -- cancel ---------------------------------------------------------------------------------------
 
 
-def barrier(client: Any) -> None:
-    """Run a trivial task to its end: the server's single worker has then taken everything
-    queued before it."""
-    task_id = client.start("trivial_task", {"n": 0})["taskId"]
-    assert client.wait_terminal(task_id)["status"] == "completed"
-
-
 @pytest.mark.cancel
 def test_cancel_removes_a_queued_job(
     own_client: Any, own_server: Any, rq_worker: Any, tmp_path: Path
@@ -229,7 +222,7 @@ def test_cancel_removes_a_queued_job(
     assert client.get(task_id)["status"] == "cancelled"
     assert job_id not in job_ids(server.env["REDIS_URL"])
     rq_worker(server)
-    barrier(client)
+    client.barrier()
     assert not (tmp_path / "started").exists()
     assert client.get(task_id)["status"] == "cancelled"
 
@@ -276,7 +269,7 @@ def test_cancel_stops_a_running_sync_tool_under_the_forking_worker(
     assert not (tmp_path / "finished").exists()
     assert client.get(task_id)["status"] == "cancelled"
     assert worker.alive()
-    barrier(client)  # the worker goes on with the next job
+    client.barrier()  # the worker goes on with the next job
     assert client.get(task_id)["status"] == "cancelled"
 
 
@@ -300,7 +293,7 @@ def test_a_late_result_after_cancel_does_not_replace_cancelled(
     assert wait_for_path(tmp_path / "started")
     client.cancel(task_id)
     assert wait_for_path(tmp_path / "returning")
-    barrier(client)
+    client.barrier()
     task = client.get(task_id)
     assert task["status"] == "cancelled"
     assert "result" not in task
@@ -317,7 +310,7 @@ def test_a_sync_tool_finishing_after_cancel_in_the_worker_process_leaves_it_canc
     client.cancel(task_id)
     (tmp_path / "gate").touch()
     assert wait_for_path(tmp_path / "finished")
-    barrier(client)
+    client.barrier()
     assert client.get(task_id)["status"] == "cancelled"
     assert pid_alive(worker.pid)
 
