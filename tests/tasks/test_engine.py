@@ -375,37 +375,43 @@ def test_undecryptable_snapshot_fails_the_task_with_a_clear_message(
 
 # -- expiry -----------------------------------------------------------------------------------------
 
+#: A worker whose housekeeping (which purges expired tasks too) runs only at its start.
+NO_HOUSEKEEPING = {"MCP_TASKS_TEST_MAINTENANCE_INTERVAL": "3600"}
 
-def test_cleanup_command_purges_expired_tasks(client: Any, server: Any) -> None:
-    expired_id = client.start("short_lived_task")["taskId"]
-    kept_id = client.start("trivial_task", {"n": 1})["taskId"]
-    client.wait_terminal(kept_id)
+
+def test_cleanup_command_purges_expired_tasks(
+    own_client: Any, own_server: Any, rq_worker: Any
+) -> None:
+    rq_worker(own_server, env=NO_HOUSEKEEPING)  # the module's worker could purge it first
+    expired_id = own_client.start("short_lived_task")["taskId"]
+    kept_id = own_client.start("trivial_task", {"n": 1})["taskId"]
+    own_client.wait_terminal(kept_id)
     deadline = time.monotonic() + 30
-    while client.post("tasks/get", {"taskId": expired_id}, name=expired_id)[0] != 400:
+    while own_client.post("tasks/get", {"taskId": expired_id}, name=expired_id)[0] != 400:
         assert time.monotonic() < deadline, "the short-lived task never expired"
         time.sleep(0.1)
-    assert task_exists(server.database_url, expired_id)  # expired, not yet purged
-    run_manage(server, "mcp_tasks_cleanup")
-    assert not task_exists(server.database_url, expired_id)
+    assert task_exists(own_server.database_url, expired_id)  # expired, not yet purged
+    run_manage(own_server, "mcp_tasks_cleanup")
+    assert not task_exists(own_server.database_url, expired_id)
     assert db_rows(
-        server.database_url,
+        own_server.database_url,
         "SELECT COUNT(*) FROM mcp_tasks_tasksnapshot WHERE task_id = %s",
         (expired_id,),
     ) == [(0,)]
-    assert client.get(kept_id)["status"] == "completed"
+    assert own_client.get(kept_id)["status"] == "completed"
 
 
 def test_cleanup_command_reports_the_number_of_expired_tasks_deleted(
-    client: Any, server: Any
+    own_client: Any, own_server: Any, rq_worker: Any
 ) -> None:
-    run_manage(server, "mcp_tasks_cleanup")  # the shared server's earlier expired tasks go
-    task_id = client.start("short_lived_task")["taskId"]
-    client.wait_terminal(task_id)
+    rq_worker(own_server, env=NO_HOUSEKEEPING)  # the module's worker could purge it first
+    task_id = own_client.start("short_lived_task")["taskId"]
+    own_client.wait_terminal(task_id)
     deadline = time.monotonic() + 30
-    while client.post("tasks/get", {"taskId": task_id}, name=task_id)[0] != 400:
+    while own_client.post("tasks/get", {"taskId": task_id}, name=task_id)[0] != 400:
         assert time.monotonic() < deadline, "the short-lived task never expired"
         time.sleep(0.1)
-    output = run_manage(server, "mcp_tasks_cleanup")
+    output = run_manage(own_server, "mcp_tasks_cleanup")
     assert "expired tasks deleted: 1" in output  # one task (its snapshot is not a task)
 
 
