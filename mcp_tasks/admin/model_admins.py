@@ -34,7 +34,12 @@ from ..conf import get_config
 from ..core import task_contract
 from ..models import InputRequest, InputRequestStatus, Task, TaskLogEntry, TaskStatus
 from ..tasks import service
-from . import actions as admin_actions, approvals as admin_approvals, forms as admin_forms
+from . import (
+    actions as admin_actions,
+    approvals as admin_approvals,
+    dashboard as admin_dashboard,
+    forms as admin_forms,
+)
 from .forms import ELICIT, ROOTS, SAMPLE, answer_form, answer_url
 from .waiting import (
     PrincipalFilter,
@@ -266,10 +271,15 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(self.retry_view)
+        dashboard = self.admin_site.admin_view(self.dashboard_view)
         return [
+            path("dashboard/", dashboard, name="mcp_tasks_task_dashboard"),
             path("<path:object_id>/retry/", view, name="mcp_tasks_task_retry"),
             *super().get_urls(),
         ]
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        return admin_dashboard.dashboard_view(self, request, {"mcp_live": live_context()})
 
     def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         response: HttpResponse = admin_actions.retry_view(self, request, object_id)
