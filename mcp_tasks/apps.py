@@ -17,6 +17,10 @@ class McpTasksConfig(AppConfig):
 
         question_mail.connect()
         setting_changed.connect(question_mail.connect, dispatch_uid="mcp_tasks.notifications")
+        from .metrics import switch
+
+        switch.connect()  # MCP_TASKS["METRICS"]: imports prometheus_client only when on
+        setting_changed.connect(switch.connect, dispatch_uid="mcp_tasks.metrics")
         if apps.is_installed("django.contrib.admin"):  # the live admin hears the service
             from .admin import events, watchers
 

@@ -164,6 +164,14 @@ DEFAULTS: dict[str, Any] = {
     # Seconds between refreshes of the admin's task and question pages when their WebSocket
     # is not available (0: never).
     "ADMIN_REFRESH_INTERVAL": 5,
+    # Prometheus metrics (README "Metrics"; needs the `metrics` extra, prometheus-client):
+    # each process counts tasks, requests and refusals, and mcp_tasks.metrics.view.metrics
+    # serves them with the database's gauges. Set PROMETHEUS_MULTIPROC_DIR so that all the
+    # processes of a host count together. False: nothing is imported or counted.
+    "METRICS": False,
+    # A bearer token the metrics view requires (Authorization: Bearer <token>). None: no
+    # token; restrict the view by network then.
+    "METRICS_TOKEN": None,
 }
 
 

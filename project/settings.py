@@ -156,6 +156,10 @@ MCP_TASKS: dict[str, Any] = {
     "ALLOW_ANONYMOUS": os.environ.get("MCP_ALLOW_ANONYMOUS", "1") != "0",
     # The admin's task and question pages update themselves over this WebSocket.
     "ADMIN_LIVE_PATH": "/mcp-tasks/admin-live/",
+    # Prometheus metrics at /metrics when every process shares PROMETHEUS_MULTIPROC_DIR
+    # (README "Metrics"); MCP_METRICS_TOKEN: the bearer token the scraper sends.
+    "METRICS": bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR")),
+    "METRICS_TOKEN": os.environ.get("MCP_METRICS_TOKEN") or None,
 }
 
 # --- OAuth authorization server (django-oauth-toolkit) ------------------------------------------

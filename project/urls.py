@@ -1,4 +1,5 @@
-"""URLs of the example project: the landing page, sign-in (OAuth), the admin and django-rq's pages.
+"""URLs of the example project: the landing page, sign-in (OAuth), the admin, django-rq's pages
+and the metrics.
 
 ``/mcp`` is not here: it is routed in ``project/asgi.py``, before Django's URL resolver.
 """
@@ -9,6 +10,7 @@ from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path
 from oauth2_provider import views as oauth2_views
 
+from mcp_tasks.metrics import view as metrics_view
 from project import views
 
 # django-oauth-toolkit: RFC 8414 metadata at the origin's root (the issuer is the origin);
@@ -41,6 +43,9 @@ urlpatterns = [
     # this include keeps the classic URLs. Its views require a staff login. Before "admin/".
     path("admin/django-rq/", include("django_rq.urls")),
     path("admin/", admin.site.urls),
+    # Prometheus metrics (404 unless MCP_TASKS["METRICS"]; README "Metrics"). Keep it off the
+    # public internet: METRICS_TOKEN, or a proxy that only lets the scraper's network in.
+    path("metrics", metrics_view.metrics, name="metrics"),
 ]
 # With DEBUG, serve static files (the admin's CSS and JS) when daphne runs project.asgi
 # directly, as the live-server tests do; `runserver` serves them itself. Empty without DEBUG.

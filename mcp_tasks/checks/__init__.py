@@ -17,6 +17,7 @@ from django.utils.module_loading import import_string
 from ..conf import DEFAULTS, get_config
 from . import workers as worker_checks
 from .approvals import check_approvals
+from .metrics import check_metrics
 from .oauth import check_oauth
 from .workers import check_workers
 
@@ -33,6 +34,7 @@ _NULLABLE_STRINGS = {
     "RESOURCE",
     "JWT_ISSUER",
     "JWT_JWKS_URL",
+    "METRICS_TOKEN",
 }
 _NULLABLE_LISTS = {"SCOPES_SUPPORTED"}
 _DOTTED_PATHS = {"TOKEN_VERIFIER", "LIFESPAN"}
@@ -54,6 +56,7 @@ def check_mcp_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
         messages += check_oauth()
         messages += _check_notifications()
         messages += check_workers()
+        messages += check_metrics()
     messages += _check_database_connections()
     messages += check_approvals()
     return messages

@@ -64,7 +64,8 @@ def accept_wait(sock: Any) -> float | None:
 def refusal_response(waited: float, limit: float) -> bytes:
     """The raw HTTP/1.1 503 sent to a connection that waited ``waited`` s (> ``limit``)."""
     refusal = admission.refusal(
-        f"the connection waited {waited:.1f}s to be accepted (MAX_ACCEPT_WAIT {limit:g}s)"
+        f"the connection waited {waited:.1f}s to be accepted (MAX_ACCEPT_WAIT {limit:g}s)",
+        "accept_wait",
     )
     body = refusal.payload()
     head = [

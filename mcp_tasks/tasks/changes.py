@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from .. import jsontext, signals
-from ..core import background
+from ..core import background, metrics_hook
 from ..core.db import db
 from ..models import (
     TERMINAL_STATUSES,
@@ -65,6 +65,30 @@ def status_changed(task_id: str, old: str, new: str) -> None:
     )
     if new in TERMINAL_STATUSES:
         signals.send_on_commit(signals.task_finished, task_id=task_id, status=str(new))
+
+
+def count_finished_on_commit(recorder: metrics_hook.Recorder, task: Task) -> None:
+    """Report, after commit, that ``task`` (its row as this transaction ended it) ended."""
+    tool, status = task.tool_name, str(task.status)
+    ran = _seconds_between(task.started_at, task.finished_at)
+    transaction.on_commit(lambda: recorder.task_finished(tool, status, ran))
+
+
+def _seconds_between(start: datetime | None, end: datetime | None) -> float | None:
+    return None if start is None or end is None else max(0.0, (end - start).total_seconds())
+
+
+def _count_completed(recorder: metrics_hook.Recorder, task: Task | str, finished: datetime) -> None:
+    """Report a task the worker's conditional update completed (``task``: the row as the
+    worker loaded it, or its id)."""
+    if isinstance(task, str):
+        found = Task.objects.filter(pk=task).values_list("tool_name", "started_at").first()
+        if found is None:
+            return
+        tool, started = found
+    else:
+        tool, started = task.tool_name, task.started_at
+    recorder.task_finished(tool, TaskStatus.COMPLETED, _seconds_between(started, finished))
 
 
 def id_of(task: Task | str) -> str:
@@ -125,6 +149,8 @@ def finish(
             finished_at=timezone.now(),
             waiting_for=WaitingFor.NOTHING,
         )
+        if metrics_hook.recorder is not None:
+            count_finished_on_commit(metrics_hook.recorder, task)
         task.input_requests.filter(status=InputRequestStatus.PENDING).update(
             status=InputRequestStatus.CLOSED
         )
@@ -141,6 +167,9 @@ def complete(task: Task | str, result: dict[str, Any]) -> bool:
     if rows.update_task(task_id, {"status": TaskStatus.WORKING}, finished):
         publish_change(task, TaskStatus.COMPLETED, final_fields(finished))
         status_changed(task_id, TaskStatus.WORKING, TaskStatus.COMPLETED)
+        if metrics_hook.recorder is not None:
+            recorder, ended = metrics_hook.recorder, finished["finished_at"]
+            transaction.on_commit(lambda: _count_completed(recorder, task, ended))
         return True
     return _finish_completed(task_id, result, finished["status_message"])
 
@@ -151,6 +180,8 @@ async def acomplete(database: LoopDatabase, task: Task, result: dict[str, Any]) 
     result, finished = _completion(task.id, result)
     if not await rows.aupdate_task(database, task.id, {"status": TaskStatus.WORKING}, finished):
         return await db(_finish_completed)(task.id, result, finished["status_message"])
+    if metrics_hook.recorder is not None:
+        _count_completed(metrics_hook.recorder, task, finished["finished_at"])
     session_id = task.session_id if task.era == "legacy" else None
     final = final_fields(finished)
     background.in_background(

@@ -17,6 +17,7 @@ from queue import SimpleQueue
 from typing import Any
 
 from ..conf import get_config
+from ..core import metrics_hook
 from . import fair_queue, service
 from .fair_queue import Lease
 from .rq_bookkeeping import Bookkeeping, Room, Started, Succeeded, Taken
@@ -91,6 +92,8 @@ class Intake:
                 taken_all.more = taken_all.more or taken.more
                 taken_all.full = taken_all.full or taken.full
                 note_parked(taken.parked)
+                if metrics_hook.recorder is not None and (taken.full or taken.parked):
+                    metrics_hook.recorder.jobs_held_back(queue.name, taken.full, len(taken.parked))
                 if len(started) >= limit:
                     break
         except Exception:

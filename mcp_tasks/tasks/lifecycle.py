@@ -16,7 +16,7 @@ from django.utils import timezone
 from .. import jsontext, signals
 from ..authoring.registry import mcp
 from ..conf import get_config
-from ..core import log_fields
+from ..core import log_fields, metrics_hook
 from ..core.db import db
 from ..core.jsonrpc import INTERNAL_ERROR
 from ..core.task_contract import NewTask, QuotaExceeded, TaskNotFound
@@ -31,6 +31,7 @@ from ..models import (
 from . import announcements, crypto, fair_queue, loop_redis, queue, rows
 from .changes import (
     add_log,
+    count_finished_on_commit,
     expired,
     fail,
     id_of,
@@ -67,6 +68,8 @@ def _over_quota(task: Task, quotas: list[tuple[str, Any, int]]) -> QuotaExceeded
     # The task is never written: no task_id.
     fields = {"tool": task.tool_name, "principal": task.principal_scope}
     logger.warning("task of %s refused: %s", task.principal_scope, error, extra=fields)
+    if metrics_hook.recorder is not None:
+        metrics_hook.recorder.quota_refused(error.setting)
     return error
 
 
@@ -82,6 +85,8 @@ def create_task(new: NewTask) -> Task:
         raise _over_quota(task, quotas)
     signals.send_on_commit(signals.task_created, task_id=task.id, task=task)
     announcements.announce_on_commit(task.id, "task_created")
+    if metrics_hook.recorder is not None:
+        _count_created(metrics_hook.recorder, task.tool_name)
     try:
         queue.enqueue(task)
     except Exception as exc:
@@ -101,12 +106,28 @@ async def acreate_task(new: NewTask) -> Task:
     quotas = _quotas(task)
     if not await rows.ainsert_task(database, task, snapshot, quotas):
         raise await db(_over_quota)(task, quotas)
+    if metrics_hook.recorder is not None:  # inserted and committed from the loop
+        metrics_hook.recorder.task_created(task.tool_name)
     if announcements.may_announce():
         await db(announcements.announce)(task.id, "task_created")
     try:
         await loop_redis.aenqueue(task)
     except Exception as exc:
         await db(_not_queued)(task, exc)
+    return task
+
+
+def _count_created(recorder: metrics_hook.Recorder, tool: str) -> None:
+    transaction.on_commit(lambda: recorder.task_created(tool))
+
+
+def _first_start(task: Task | None, run: int | None) -> Task | None:
+    """``task``, just claimed; its queue wait is reported when this is its first run."""
+    recorder = metrics_hook.recorder
+    if recorder is not None and task is not None and task.started_at is not None:
+        if run == 0 or (run is None and task.started_at == task.heartbeat_at):
+            queued = (task.started_at - task.created_at).total_seconds()
+            recorder.task_started(task.tool_name, max(0.0, queued))
     return task
 
 
@@ -240,15 +261,18 @@ def begin_run(task_id: str, worker_name: str, run: int | None = None) -> Task | 
             updated_at=now,
         ):
             return None
-        return rows.task_with_snapshot(task_id)
-    return rows.claim_task(task_id, *_claim(worker_name, run))
+        task = rows.task_with_snapshot(task_id)
+    else:
+        task = rows.claim_task(task_id, *_claim(worker_name, run))
+    return task if metrics_hook.recorder is None else _first_start(task, run)
 
 
 async def abegin_run(
     database: LoopDatabase, task_id: str, worker_name: str, run: int
 ) -> Task | None:
     """:func:`begin_run` of a numbered job, sent from the worker's event loop."""
-    return await rows.aclaim_task(database, task_id, *_claim(worker_name, run))
+    task = await rows.aclaim_task(database, task_id, *_claim(worker_name, run))
+    return task if metrics_hook.recorder is None else _first_start(task, run)
 
 
 def _claim(worker_name: str, run: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -359,6 +383,8 @@ def cancel(task_id: str, principal_scope: str | None) -> Task:
             finished_at=timezone.now(),
             waiting_for=WaitingFor.NOTHING,
         )
+        if metrics_hook.recorder is not None:
+            count_finished_on_commit(metrics_hook.recorder, task)
         task.input_requests.filter(status=InputRequestStatus.PENDING).update(
             status=InputRequestStatus.CLOSED
         )

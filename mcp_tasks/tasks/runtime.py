@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from channels.layers import get_channel_layer
 
 from ..conf import get_config
-from ..core import groups
+from ..core import groups, metrics_hook
 from ..core.db import db
 from ..models import TERMINAL_STATUSES
 from . import service
@@ -105,12 +105,16 @@ class Slots:
         """Take a slot for a job just dequeued (checked free by :meth:`wait_available`)."""
         with self._lock:
             self.used += 1
+            if metrics_hook.recorder is not None:
+                metrics_hook.recorder.slots_changed(1, 0)
 
     async def take(self) -> None:
         """Take a slot from async code, waiting in line when none is free."""
         with self._lock:
             if self.used < self.size and not self._waiters:
                 self.used += 1
+                if metrics_hook.recorder is not None:
+                    metrics_hook.recorder.slots_changed(1, 0)
                 return
             loop = asyncio.get_running_loop()
             future: asyncio.Future[None] = loop.create_future()
@@ -136,7 +140,10 @@ class Slots:
             if not future.done():
                 loop.call_soon_threadsafe(_hand_over, future)
                 return
-        self.used = max(0, self.used - 1)
+        if self.used > 0:
+            self.used -= 1
+            if metrics_hook.recorder is not None:
+                metrics_hook.recorder.slots_changed(-1, 0)
         self._lock.notify_all()
 
 

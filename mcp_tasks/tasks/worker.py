@@ -37,6 +37,7 @@ from rq.worker import BaseWorker, Worker, WorkerStatus
 
 from ..authoring.registry import mcp
 from ..conf import get_config
+from ..core import metrics_hook
 from ..core.db import db
 from ..core.gc_freeze import freeze_startup_objects
 from ..core.jsonrpc import INTERNAL_ERROR
@@ -224,6 +225,8 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
     def bootstrap(self, *args: Any, **kwargs: Any) -> None:
         super().bootstrap(*args, **kwargs)
         self.loop_thread.start()
+        if metrics_hook.recorder is not None:
+            metrics_hook.recorder.slots_changed(0, self.slots.size)
         self.freeze_startup_objects()
 
     def freeze_startup_objects(self) -> None:
@@ -464,6 +467,8 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
             self._keep_alive()
             time.sleep(0.1)
         self.intake.settle()
+        if metrics_hook.recorder is not None:
+            metrics_hook.recorder.slots_changed(0, -self.slots.size)
         super().teardown()  # type: ignore[no-untyped-call]
         self.loop_thread.stop()
         self._bookkeeper.shutdown(wait=True)

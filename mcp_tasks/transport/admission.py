@@ -19,6 +19,7 @@ import logging
 import time
 
 from ..conf import get_config
+from ..core import metrics_hook
 from ..core.jsonrpc import SERVER_BUSY, error_object, error_response
 from .http import HttpError
 
@@ -42,15 +43,20 @@ class Admission:
         """Count one more request, or raise ``HttpError(503)`` when the process is full."""
         limit = get_config()["MAX_REQUESTS_IN_PROGRESS"]
         if limit is not None and self.in_progress >= limit:
-            raise self.refusal(f"{limit} requests in progress (MAX_REQUESTS_IN_PROGRESS)")
+            raise self.refusal(
+                f"{limit} requests in progress (MAX_REQUESTS_IN_PROGRESS)", "in_progress"
+            )
         self.in_progress += 1
 
     def leave(self) -> None:
         self.in_progress -= 1
 
-    def refusal(self, why: str) -> HttpError:
-        """Count and (at most once a second) log one refusal; the 503 to answer it with."""
+    def refusal(self, why: str, reason: str = "in_progress") -> HttpError:
+        """Count and (at most once a second) log one refusal; the 503 to answer it with
+        (``reason``: its label in the metrics, ``in_progress`` or ``accept_wait``)."""
         self.refused += 1
+        if metrics_hook.recorder is not None:
+            metrics_hook.recorder.request_refused(reason)
         now = time.monotonic()
         if now - self.warned_at >= WARN_EVERY:
             logger.warning("refused %d request(s) with 503: %s", self.refused, why)

@@ -30,6 +30,8 @@ LAYERS: dict[str, tuple[int, frozenset[str]]] = {
     # transport.uvicorn_http: the deprecated path of contrib.uvicorn_http (until 0.3)
     "contrib": (6, frozenset({"contrib", "transport.uvicorn_http"})),
     "admin": (6, frozenset({"admin", "templatetags"})),
+    # metrics: hears the engine and the transport through core.metrics_hook, reads the models
+    "metrics": (6, frozenset({"metrics"})),
     "composition": (
         7,
         frozenset({"__init__", "apps", "asgi", "checks", "endpoint", "management", "testing"}),
