@@ -70,20 +70,24 @@ class AuthorizationView(oauth2_views.AuthorizationView):
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         foreign = foreign_resource(request, request.GET.getlist("resource"))
+        response: HttpResponse
         if foreign is None:
-            return super().get(request, *args, **kwargs)
+            response = super().get(request, *args, **kwargs)
+            return response
         # Only a known client and one of its redirect URIs is told so by redirect.
         try:
             _, credentials = self.validate_authorization_request(request)
-        except OAuthToolkitError as error:
-            return self.error_response(error, application=None)
-        error = CustomOAuth2Error(
+        except OAuthToolkitError as refused:
+            response = self.error_response(refused, application=None)
+            return response
+        invalid_target = CustomOAuth2Error(
             error="invalid_target", description=_not_ours(foreign), state=credentials.get("state")
         )
-        return self.error_response(
-            OAuthToolkitError(error=error, redirect_uri=credentials["redirect_uri"]),
+        response = self.error_response(
+            OAuthToolkitError(error=invalid_target, redirect_uri=credentials["redirect_uri"]),
             self.get_application(credentials["client_id"]),
         )
+        return response
 
     def form_valid(self, form: Any) -> HttpResponse:
         data = form.cleaned_data
@@ -97,9 +101,10 @@ class AuthorizationView(oauth2_views.AuthorizationView):
         if application is None or not application.redirect_uri_allowed(data["redirect_uri"]):
             page: HttpResponse = self.render_to_response({"error": error}, status=400)
             return page
-        return self.error_response(
+        response: HttpResponse = self.error_response(
             OAuthToolkitError(error=error, redirect_uri=data["redirect_uri"]), application
         )
+        return response
 
     def get_application(self, client_id: str) -> Any:
         from oauth2_provider.models import get_application_model
