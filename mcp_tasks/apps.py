@@ -21,6 +21,10 @@ class McpTasksConfig(AppConfig):
 
         switch.connect()  # MCP_TASKS["METRICS"]: imports prometheus_client only when on
         setting_changed.connect(switch.connect, dispatch_uid="mcp_tasks.metrics")
+        from .tracing import switch as tracing
+
+        tracing.connect()  # MCP_TASKS["TRACING"]: imports opentelemetry only when on
+        setting_changed.connect(tracing.connect, dispatch_uid="mcp_tasks.tracing")
         if apps.is_installed("django.contrib.admin"):  # the live admin hears the service
             from .admin import events, watchers
 

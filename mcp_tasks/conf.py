@@ -172,6 +172,11 @@ DEFAULTS: dict[str, Any] = {
     # A bearer token the metrics view requires (Authorization: Bearer <token>). None: no
     # token; restrict the view by network then.
     "METRICS_TOKEN": None,
+    # OpenTelemetry traces (README "Traces"; needs the `otel` extra, opentelemetry-api): a
+    # span per MCP request, a task's creation, each of its jobs in the worker (a child of the
+    # creating request), its questions and waits, and the tool's run. The site configures
+    # its TracerProvider and exporter. False: nothing is imported or traced.
+    "TRACING": False,
 }
 
 

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -29,7 +30,7 @@ from ..authoring.registry import MCPServer, ToolSpec, mcp
 from ..authoring.retries import DEFAULT_RETRY, Retry, RetryTask
 from ..authoring.tool_call import error_result, failure_result, run_tool, validate_arguments
 from ..conf import get_config
-from ..core import background, groups, log_fields
+from ..core import background, groups, log_fields, trace_hook
 from ..core.db import db
 from ..core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, notification
 from ..exceptions import ProtocolError, ToolError
@@ -131,6 +132,17 @@ class TaskBackend:
     async def ask(self, questions: list[Question]) -> list[dict[str, Any]]:
         """Record the questions (or find them when replaying), announce them, and wait a
         short hold window for the answers; past it, the job ends (``TaskSuspended``)."""
+        if trace_hook.tracer is None:
+            return await self._ask(questions)
+        attributes = {
+            "mcp_tasks.task.id": self.task.id,
+            "mcp_tasks.question.methods": ",".join(question.method for question in questions),
+            "mcp_tasks.question.count": len(questions),
+        }
+        with trace_hook.tracer.span("task question", attributes):
+            return await self._ask(questions)
+
+    async def _ask(self, questions: list[Question]) -> list[dict[str, Any]]:
         self._check_running()
         first = self.sequence + 1
         self.sequence += len(questions)
@@ -236,6 +248,13 @@ class TaskBackend:
     async def _hold(self, keys: list[str | None], answers: list[Any]) -> list[Any]:
         """Wait up to ``INPUT_HOLD_WINDOW`` for every answer (woken by the runtime, not by
         polling), without holding a slot meanwhile; past it, let the task go."""
+        if trace_hook.tracer is None:
+            return await self._wait(keys, answers)
+        attributes = {"mcp_tasks.task.id": self.task.id, "mcp_tasks.question.count": len(keys)}
+        with trace_hook.tracer.span("task wait for answers", attributes):
+            return await self._wait(keys, answers)
+
+    async def _wait(self, keys: list[str | None], answers: list[Any]) -> list[Any]:
         deadline = time.monotonic() + get_config()["INPUT_HOLD_WINDOW"]
         self.slot.release()
         while not _all_answered(keys, answers):
@@ -321,7 +340,7 @@ async def execute(
         task, user = await _begin_job(runtime, task_id, run)
         if task is None:
             return
-        with log_fields.running(task):
+        with log_fields.running(task), _job_span(task):
             fail = db(service.fail)
             tool = server.tools.get(task.tool_name)
             if tool is None:
@@ -361,6 +380,8 @@ async def execute(
                 running = run_tool(tool, validated, context, transient=retries.is_transient)
             else:
                 running = _run_approved(tool, backend, context, retries)
+            if trace_hook.tracer is not None:
+                running = _traced_tool(trace_hook.tracer, running, tool.name, task.id)
             tool_run = watch.tool = asyncio.ensure_future(running)
             try:
                 done, _ = await asyncio.wait({tool_run}, timeout=timeout)
@@ -399,6 +420,49 @@ async def execute(
                 )
                 raise
             await _complete(runtime, task, result)
+
+
+def _job_span(task: Task) -> contextlib.AbstractContextManager[object]:
+    """The job's span while tracing (a child of the creating request, whose trace context
+    the task's snapshot keeps), else nothing."""
+    tracer = trace_hook.tracer
+    if tracer is None:
+        return contextlib.nullcontext()
+    return tracer.job(_trace_of(task), f"task job {task.tool_name}", _job_attributes(task))
+
+
+def _trace_of(task: Task) -> dict[str, str] | None:
+    """The creating request's trace context, kept in the task's snapshot."""
+    carrier = (task.snapshot.prior_answers or {}).get("trace")
+    return carrier if isinstance(carrier, dict) else None
+
+
+def _job_attributes(task: Task) -> dict[str, Any]:
+    """A job span's attributes: the task, its tool, the job's number (0: the first run;
+    later: a resume after an answer, or a retry) and the attempt."""
+    return {
+        "mcp_tasks.task.id": task.id,
+        "gen_ai.tool.name": task.tool_name,
+        "mcp_tasks.task.run": task.runs,
+        "mcp_tasks.task.resumed": task.runs > 0,
+        "mcp_tasks.task.attempt": task.attempt,
+    }
+
+
+async def _traced_tool(
+    tracer: trace_hook.Tracer, running: Coroutine[Any, Any, dict[str, Any]], name: str, task_id: str
+) -> dict[str, Any]:
+    """``running`` (the tool's run) inside its ``execute_tool`` span; a result with
+    ``isError`` marks the span failed."""
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "mcp_tasks.task.id": task_id,
+    }
+    with tracer.span(f"execute_tool {name}", attributes) as span:
+        result = await running
+        span.answered({"result": result})
+        return result
 
 
 async def _run_approved(

@@ -16,7 +16,7 @@ from django.utils import timezone
 from .. import jsontext, signals
 from ..authoring.registry import mcp
 from ..conf import get_config
-from ..core import log_fields, metrics_hook
+from ..core import log_fields, metrics_hook, trace_hook
 from ..core.db import db
 from ..core.jsonrpc import INTERNAL_ERROR
 from ..core.task_contract import NewTask, QuotaExceeded, TaskNotFound
@@ -99,6 +99,15 @@ async def acreate_task(new: NewTask) -> Task:
     loop and the job is queued from it (:mod:`~mcp_tasks.tasks.loop_database`,
     :mod:`~mcp_tasks.tasks.loop_redis`), with no hop to a thread unless a receiver of
     ``task_created`` or a live admin page waits for the news."""
+    if trace_hook.tracer is None:
+        return await _acreate_task(new)
+    with trace_hook.tracer.creation(new.tool_name) as span:
+        task = await _acreate_task(new)
+        span.set("mcp_tasks.task.id", task.id)
+        return task
+
+
+async def _acreate_task(new: NewTask) -> Task:
     database = LoopDatabase.of_running_loop()
     if database is None or signals.listened(signals.task_created):
         return await db(create_task)(new)
@@ -177,11 +186,20 @@ def _new_rows(new: NewTask) -> tuple[Task, TaskSnapshot]:
         client_capabilities=new.client_capabilities,
         log_level=new.log_level or "",
         progress_token=new.progress_token,
-        prior_answers={"prepared": new.prepared},
+        prior_answers=_prior_answers(new),
         # Nothing to keep secret (an anonymous call, no allow-listed header): nothing sealed.
         sealed=crypto.seal(secrets_blob) if new.access_token or new.headers else "",
     )
     return task, snapshot
+
+
+def _prior_answers(new: NewTask) -> dict[str, Any]:
+    """What the snapshot's ``prior_answers`` starts with: the tool's prepared value and,
+    while tracing, the creating request's trace context (``trace``: W3C ``traceparent``),
+    the parent of the task's jobs."""
+    if trace_hook.tracer is None:
+        return {"prepared": new.prepared}
+    return {"prepared": new.prepared, "trace": trace_hook.tracer.carrier()}
 
 
 def _live(queryset: Any) -> Any:

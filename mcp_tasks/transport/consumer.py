@@ -28,7 +28,7 @@ from channels.layers import get_channel_layer
 from ..auth import Principal
 from ..authoring.lifespan import lifespan_context
 from ..conf import get_config
-from ..core import background, groups, metrics_hook
+from ..core import background, groups, metrics_hook, trace_hook
 from ..core.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Message, error_object, error_response
 from ..exceptions import ProtocolError
 from ..protocol import Dispatcher, RequestInfo, kind_of, modern_request_info, parse_body
@@ -333,9 +333,26 @@ class McpConsumer(AsyncConsumer):
     async def run(self, message: Message, info: RequestInfo) -> Message:
         """Run one request through the dispatcher, pinging the stream while it runs; a
         token without the scopes the target needs gets HTTP 403 first."""
+        if trace_hook.tracer is not None:
+            return await self._run_traced(trace_hook.tracer, message, info)
         if metrics_hook.recorder is not None:
             return await self._run_measured(metrics_hook.recorder, message, info)
         return await self._run(message, info)
+
+    async def _run_traced(
+        self, tracer: trace_hook.Tracer, message: Message, info: RequestInfo
+    ) -> Message:
+        """:meth:`run` inside the request's span (README "Traces")."""
+        session_id = info.session.id if info.session is not None else None
+        with tracer.request(
+            message, info.era, info.protocol_version, session_id, info.headers
+        ) as span:
+            if metrics_hook.recorder is not None:
+                response = await self._run_measured(metrics_hook.recorder, message, info)
+            else:
+                response = await self._run(message, info)
+            span.answered(response)
+            return response
 
     async def _run_measured(
         self, recorder: metrics_hook.Recorder, message: Message, info: RequestInfo

@@ -32,6 +32,8 @@ LAYERS: dict[str, tuple[int, frozenset[str]]] = {
     "admin": (6, frozenset({"admin", "templatetags"})),
     # metrics: hears the engine and the transport through core.metrics_hook, reads the models
     "metrics": (6, frozenset({"metrics"})),
+    # tracing: opens the spans of the transport and the engine through core.trace_hook
+    "tracing": (6, frozenset({"tracing"})),
     "composition": (
         7,
         frozenset({"__init__", "apps", "asgi", "checks", "endpoint", "management", "testing"}),

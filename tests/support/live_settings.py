@@ -42,6 +42,9 @@ Environment variable                         Sets
                                              ``none``)
 ``MCP_TASKS_TEST_SECRET_KEY_FALLBACKS``      Django's ``SECRET_KEY_FALLBACKS`` (comma-separated;
                                              ``DJANGO_SECRET_KEY`` already sets ``SECRET_KEY``)
+``MCP_TASKS_TEST_TRACE_FILE``                ``MCP_TASKS["TRACING"] = True``, each span written as
+                                             a JSON line to that file
+                                             (``tests.support.trace_export``)
 ``MCP_TASKS_TEST_CHANNEL_LAYER_URL``         the Redis of ``CHANNEL_LAYERS["default"]`` only (the rq
                                              queue stays on ``REDIS_URL``): point one worker at an
                                              unreachable Redis and announcing a question fails for
@@ -131,6 +134,11 @@ if _env("MAX_ACTIVE_TASKS"):
     MCP_TASKS["MAX_ACTIVE_TASKS"] = (
         None if _env("MAX_ACTIVE_TASKS") == "none" else int(_env("MAX_ACTIVE_TASKS"))
     )
+if _env("TRACE_FILE"):
+    from tests.support import trace_export
+
+    MCP_TASKS["TRACING"] = True
+    trace_export.install(_env("TRACE_FILE"))
 
 SECRET_KEY_FALLBACKS = _env_list("SECRET_KEY_FALLBACKS")
 

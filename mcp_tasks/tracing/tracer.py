@@ -1,0 +1,171 @@
+"""The spans, on OpenTelemetry's API (``opentelemetry.trace.get_tracer("mcp_tasks")``).
+
+Names and attributes follow OpenTelemetry's semantic conventions for MCP
+(``docs/gen-ai/mcp.md``, status Development): the request's server span is named
+``{mcp.method.name} {target}`` (the tool's name on ``tools/call``) and carries
+``mcp.method.name``, ``mcp.protocol.version``, ``mcp.session.id``, ``jsonrpc.request.id``,
+``gen_ai.tool.name``, ``gen_ai.operation.name``; a JSON-RPC error sets ``error.type`` and
+``rpc.response.status_code`` (its code) and the status ERROR, a tool result with
+``isError`` sets ``error.type`` = ``tool_error``. The tool's own run is GenAI's
+``execute_tool {gen_ai.tool.name}`` span. The task spans carry ``mcp_tasks.*`` attributes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from opentelemetry import propagate, trace
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+#: ``params._meta`` and the stored carrier: W3C Trace Context (and Baggage in ``_meta``),
+#: whatever propagator the site set for HTTP headers.
+_W3C = TraceContextTextMapPropagator()
+_BAGGAGE = W3CBaggagePropagator()
+_META_KEYS = ("traceparent", "tracestate", "baggage")
+
+
+class OtelSpan:
+    """:class:`mcp_tasks.core.trace_hook.Span` on an OpenTelemetry span."""
+
+    def __init__(self, span: trace.Span) -> None:
+        self.span = span
+
+    def set(self, key: str, value: str | int | bool) -> None:
+        self.span.set_attribute(key, value)
+
+    def answered(self, response: Mapping[str, Any]) -> None:
+        error = response.get("error")
+        if isinstance(error, Mapping):
+            code = str(error.get("code"))
+            self.span.set_attribute("error.type", code)
+            self.span.set_attribute("rpc.response.status_code", code)
+            self.span.set_status(Status(StatusCode.ERROR, str(error.get("message") or "")))
+            return
+        result = response.get("result")
+        if isinstance(result, Mapping) and result.get("isError") is True:
+            self.span.set_attribute("error.type", "tool_error")
+            self.span.set_status(Status(StatusCode.ERROR, "tool_error"))
+
+
+def _attributes(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` without the ones that are None."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
+@contextmanager
+def _ending(span: trace.Span, current: bool) -> Iterator[OtelSpan]:
+    """Yield ``span`` (current while open when ``current``) and end it whatever happens: an
+    error is recorded on it; a suspension or a cancel (a ``BaseException`` that is not an
+    ``Exception``) is noted as ``mcp_tasks.interrupted``, not an error."""
+    try:
+        if current:
+            with trace.use_span(
+                span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+            ):
+                yield OtelSpan(span)
+        else:
+            yield OtelSpan(span)
+    except Exception as exc:
+        span.record_exception(exc)
+        span.set_attribute("error.type", type(exc).__qualname__)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        raise
+    except BaseException as exc:
+        span.set_attribute("mcp_tasks.interrupted", type(exc).__name__)
+        raise
+    finally:
+        span.end()
+
+
+def _request_parent(
+    message: Mapping[str, Any], headers: Mapping[str, str | list[str]]
+) -> tuple[Context | None, list[Link]]:
+    """The parent of a request's span: the client's ``params._meta`` trace context (the
+    HTTP request's context then a link), else the current span (an ASGI instrumentation's),
+    else the HTTP ``traceparent`` header."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    ambient = trace.get_current_span().get_span_context()
+    if isinstance(meta, Mapping) and isinstance(meta.get("traceparent"), str):
+        carrier = {key: meta[key] for key in _META_KEYS if isinstance(meta.get(key), str)}
+        context = _BAGGAGE.extract(carrier, context=_W3C.extract(carrier))
+        if trace.get_current_span(context).get_span_context().is_valid:
+            transport = ambient if ambient.is_valid else _header_span(headers)
+            return context, [Link(transport)] if transport.is_valid else []
+    if ambient.is_valid:
+        return None, []
+    return propagate.extract(headers), []
+
+
+def _header_span(headers: Mapping[str, str | list[str]]) -> trace.SpanContext:
+    return trace.get_current_span(propagate.extract(headers)).get_span_context()
+
+
+class OtelTracer:
+    """:class:`mcp_tasks.core.trace_hook.Tracer` on the global ``TracerProvider`` (or
+    ``provider``)."""
+
+    def __init__(self, provider: trace.TracerProvider | None = None) -> None:
+        self.tracer = trace.get_tracer("mcp_tasks", tracer_provider=provider)
+
+    def request(
+        self,
+        message: Mapping[str, Any],
+        era: str,
+        protocol_version: str,
+        session_id: str | None,
+        headers: Mapping[str, str | list[str]],
+    ) -> AbstractContextManager[OtelSpan]:
+        method = str(message.get("method"))
+        params = message.get("params")
+        tool = (
+            params.get("name") if method == "tools/call" and isinstance(params, Mapping) else None
+        )
+        tool = tool if isinstance(tool, str) else None
+        request_id = message.get("id")
+        parent, links = _request_parent(message, headers)
+        span = self.tracer.start_span(
+            f"{method} {tool}" if tool else method,
+            context=parent,
+            kind=SpanKind.SERVER,
+            links=links,
+            attributes=_attributes(
+                {
+                    "mcp.method.name": method,
+                    "mcp.protocol.version": protocol_version,
+                    "mcp.session.id": session_id,
+                    "jsonrpc.request.id": None if request_id is None else str(request_id),
+                    "gen_ai.tool.name": tool,
+                    "gen_ai.operation.name": "execute_tool" if tool else None,
+                    "network.protocol.name": "http",
+                    "mcp_tasks.era": era,
+                }
+            ),
+        )
+        return _ending(span, current=True)
+
+    def creation(self, tool: str) -> AbstractContextManager[OtelSpan]:
+        span = self.tracer.start_span(f"create task {tool}", attributes={"gen_ai.tool.name": tool})
+        return _ending(span, current=False)
+
+    def carrier(self) -> dict[str, str]:
+        carrier: dict[str, str] = {}
+        _W3C.inject(carrier)
+        return carrier
+
+    def job(
+        self, carrier: Mapping[str, str] | None, name: str, attributes: Mapping[str, Any]
+    ) -> AbstractContextManager[OtelSpan]:
+        parent = _W3C.extract(dict(carrier)) if carrier else None
+        span = self.tracer.start_span(
+            name, context=parent, kind=SpanKind.CONSUMER, attributes=_attributes(attributes)
+        )
+        return _ending(span, current=True)
+
+    def span(self, name: str, attributes: Mapping[str, Any]) -> AbstractContextManager[OtelSpan]:
+        return _ending(self.tracer.start_span(name, attributes=_attributes(attributes)), True)
