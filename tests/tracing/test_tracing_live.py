@@ -213,7 +213,8 @@ async def test_a_legacy_sessions_task_joins_the_clients_trace_too(
     }
     response = await http.post(stack.url, json=body, headers=legacy_headers(session_id))
     task_id = final_message(response)["result"]["task"]["taskId"]
-    spans = spans_until(trace_file, lambda spans: bool(of_task(spans, task_id, "execute_tool")))
+    # The job span ends (and is written) last, after the tool's.
+    spans = spans_until(trace_file, lambda spans: bool(of_task(spans, task_id, "task job")))
 
     (request,) = [s for s in spans if s["attributes"].get("jsonrpc.request.id") == "legacy-1"]
     assert (request["trace_id"], request["parent_id"]) == (trace_id, span_id)
