@@ -668,6 +668,29 @@ class TaskClient:
 
 
 @pytest.fixture
+def own_server(task_server: Any) -> LiveServer:
+    """A server of the test's own beside the module's shared stack, without a worker until
+    the test starts one (a worker started late, forking, killed, or with other settings)."""
+    server: LiveServer = task_server()
+    return server
+
+
+@pytest.fixture
+def own_client(own_server: LiveServer, task_client: Callable[..., TaskClient]) -> TaskClient:
+    return task_client(own_server)
+
+
+@pytest.fixture
+def open_gates(tmp_path: Path) -> Iterator[None]:
+    """After the test, open the gates of the gated tasks it left waiting in a shared worker
+    (``tmp_path`` or a folder of it is a task's ``marker_dir``); modules whose tests share
+    one worker use it for every test."""
+    yield
+    for directory in [tmp_path, *(path for path in tmp_path.iterdir() if path.is_dir())]:
+        (directory / "gate").touch()
+
+
+@pytest.fixture
 def task_client() -> Iterator[Callable[..., TaskClient]]:
     """Factory: ``task_client(server_or_url, token=None, caps=None)``."""
     clients: list[TaskClient] = []

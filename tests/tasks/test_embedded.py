@@ -16,7 +16,7 @@ from tests.conftest import LiveServer
 from tests.support.live import attach_server_output, start_module_server
 from tests.support.worker_fixtures import ListenStream, capabilities, wait_for_path
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.usefixtures("open_gates")]
 
 
 @pytest.fixture(scope="module")
@@ -29,13 +29,6 @@ def module_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
 def server(request: pytest.FixtureRequest, module_server: LiveServer) -> LiveServer:
     attach_server_output(request, module_server)
     return module_server
-
-
-@pytest.fixture(autouse=True)
-def open_gates(tmp_path: Path) -> Iterator[None]:
-    """After the test, open the gate of any gated task it left waiting in the server."""
-    yield
-    (tmp_path / "gate").touch()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from tests.support.worker_fixtures import (
     wait_for_path,
 )
 
-pytestmark = [pytest.mark.live, pytest.mark.redis]
+pytestmark = [pytest.mark.live, pytest.mark.redis, pytest.mark.usefixtures("open_gates")]
 
 
 @pytest.fixture
@@ -47,24 +46,6 @@ def worker(module_stack: Any) -> Any:
 @pytest.fixture
 def client(server: Any, task_client: Any) -> Any:
     return task_client(server)
-
-
-@pytest.fixture
-def own_server(task_server: Any) -> Any:
-    """A server of the test's own, without a worker until the test starts one."""
-    return task_server()
-
-
-@pytest.fixture
-def own_client(own_server: Any, task_client: Any) -> Any:
-    return task_client(own_server)
-
-
-@pytest.fixture(autouse=True)
-def open_gates(tmp_path: Path) -> Iterator[None]:
-    """After the test, open the gate of any gated task it left waiting in the shared worker."""
-    yield
-    (tmp_path / "gate").touch()
 
 
 def probe(client: Any, **kwargs: Any) -> tuple[str, dict[str, Any]]:

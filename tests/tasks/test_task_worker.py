@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from tests.support.worker_fixtures import (
     wait_for_path,
 )
 
-pytestmark = [pytest.mark.live, pytest.mark.redis]
+pytestmark = [pytest.mark.live, pytest.mark.redis, pytest.mark.usefixtures("open_gates")]
 
 #: Fast liveness for the tests that kill a worker (seconds, as strings for the env).
 FAST_LIVENESS = {
@@ -56,26 +55,6 @@ def worker(module_stack: Any) -> Any:
 @pytest.fixture
 def client(server: Any, task_client: Any) -> Any:
     return task_client(server)
-
-
-@pytest.fixture
-def own_server(task_server: Any) -> Any:
-    """A server of the test's own, without a worker until the test starts one."""
-    return task_server()
-
-
-@pytest.fixture
-def own_client(own_server: Any, task_client: Any) -> Any:
-    return task_client(own_server)
-
-
-@pytest.fixture(autouse=True)
-def open_gates(tmp_path: Path) -> Iterator[None]:
-    """After the test, open the gates of the tasks it left waiting in the shared worker
-    (``tmp_path`` or a folder of it is a task's ``marker_dir``)."""
-    yield
-    for directory in [tmp_path, *(path for path in tmp_path.iterdir() if path.is_dir())]:
-        (directory / "gate").touch()
 
 
 def trivial(client: Any, n: int = 0) -> dict[str, Any]:
