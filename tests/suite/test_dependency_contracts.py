@@ -3,7 +3,8 @@
 mcp_tasks subclasses rq's workers and uvicorn's HTTP protocols, replays redis-py pipelines,
 reads Django's database backend internals and imports helpers that are not documented
 public API. Each such dependency is pinned to the minor releases checked here (pyproject.toml,
-``[project] dependencies`` and the ``uvicorn`` extra); these tests check every name the code
+``[project] dependencies``, the ``uvicorn`` extra, and the ``oauth`` extra for the example
+project's authorization views); these tests check every name the code
 uses, the call shapes it uses them with, and that the installed version is inside the pinned
 range, so a new minor release fails here, in CI, rather than in production. The contract of
 the mcp SDK is ``tests/protocol/test_sdk_contract.py``.
@@ -904,3 +905,36 @@ class TestDjango:
         from django.dispatch import Signal
 
         assert Signal(use_caching=True).use_caching is True
+
+
+class TestDjangoOAuthToolkit:
+    """What ``project/views.py`` (the example authorization server: RFC 8707
+    ``invalid_target``, RFC 9207 ``iss`` on error redirects, the consent page's client host)
+    overrides and calls on django-oauth-toolkit's views, which DOT does not document."""
+
+    CHECKED = ">=3.4,<3.5"
+
+    def test_installed_dot_is_inside_the_pinned_range(self) -> None:
+        assert_pinned("django-oauth-toolkit", self.CHECKED, extra="oauth")
+
+    def test_authorization_view_methods_the_example_overrides_and_calls(self) -> None:
+        from oauth2_provider.views import AuthorizationView
+
+        assert parameters(AuthorizationView.redirect) == ["self", "redirect_to", "application"]
+        assert parameters(AuthorizationView.validate_authorization_request) == ["self", "request"]
+        assert parameters(AuthorizationView.error_response)[:3] == ["self", "error", "application"]
+        assert parameters(AuthorizationView.form_valid) == ["self", "form"]
+        assert parameters(AuthorizationView.render_to_response)[:2] == ["self", "context"]
+
+    def test_the_issuer_setting_and_helper_of_rfc_9207(self) -> None:
+        from oauth2_provider.settings import oauth2_settings
+
+        assert isinstance(oauth2_settings.COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS, bool)
+        assert parameters(oauth2_settings.oauth2_authorization_server_issuer) == ["request"]
+
+    def test_application_knows_its_registration_source_and_redirect_uris(self) -> None:
+        from oauth2_provider.models import get_application_model
+
+        application = get_application_model()
+        assert "registration_source" in {field.name for field in application._meta.get_fields()}
+        assert parameters(application.redirect_uri_allowed) == ["self", "uri"]
