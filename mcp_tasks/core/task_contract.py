@@ -6,7 +6,7 @@ through :class:`mcp_tasks.protocol.ports.TaskEngine`, wired up in :mod:`mcp_task
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -29,22 +29,41 @@ class QuotaExceeded(Exception):  # noqa: N818
 
 
 @dataclass(frozen=True)
+class Caller:
+    """Who a task runs for: what its creating request said of the caller and its client,
+    kept in the task's snapshot and restored for each of its jobs and for a retry.
+
+    Made from a request by :meth:`mcp_tasks.protocol.request.RequestInfo.caller` and from a
+    stored task by :func:`mcp_tasks.tasks.lifecycle.stored_caller`. ``access_token`` and
+    ``headers`` are the secrets: sealed at rest (``MCP_TASKS["SNAPSHOT_HEADERS"]`` names the
+    headers kept).
+    """
+
+    era: str
+    protocol_version: str
+    principal_scope: str
+    client_info: dict[str, Any] = field(default_factory=dict)
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    log_level: str | None = None
+    access_token: dict[str, Any] | None = None  # AccessToken.to_record()
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def client_id(self) -> str:
+        """The OAuth client the caller signed in with ("" when none)."""
+        return str((self.access_token or {}).get("client_id") or "")
+
+
+@dataclass(frozen=True)
 class NewTask:
     """Everything recorded when a task is created."""
 
     tool_name: str
     arguments: dict[str, Any]
-    principal_scope: str
-    era: str
-    protocol_version: str
-    client_info: dict[str, Any]
-    client_capabilities: dict[str, Any]
-    log_level: str | None = None
+    caller: Caller
     progress_token: str | int | None = None
     session_id: str | None = None
     origin_request_id: str | int | None = None
-    access_token: dict[str, Any] | None = None
-    headers: dict[str, str] | None = None
     prepared: Any = None
     queue: str | None = None
     ttl: float | None = None

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ..auth import Principal
+from ..conf import get_config
+from ..core.task_contract import Caller
 
 Era = Literal["modern", "legacy"]
 
@@ -88,3 +90,23 @@ class RequestInfo:
     @property
     def session_id(self) -> str | None:
         return self.session.id if self.session is not None else None
+
+    def caller(self) -> Caller:
+        """What a task started by this request keeps of its caller: the headers
+        ``SNAPSHOT_HEADERS`` names, the access token as a record."""
+        keep = {name.lower() for name in get_config()["SNAPSHOT_HEADERS"]}
+        token = self.principal.access_token
+        return Caller(
+            era=self.era,
+            protocol_version=self.protocol_version,
+            principal_scope=self.principal.scope,
+            client_info=self.client_info,
+            client_capabilities=self.client_capabilities,
+            log_level=self.log_level,
+            access_token=token.to_record() if token is not None else None,
+            headers={
+                name: value
+                for name, value in self.headers.items()
+                if name in keep and isinstance(value, str)
+            },
+        )

@@ -52,15 +52,6 @@ def require_tasks_capability(info: RequestInfo) -> None:
         )
 
 
-def _snapshot_headers(info: RequestInfo) -> dict[str, str]:
-    keep = {name.lower() for name in get_config()["SNAPSHOT_HEADERS"]}
-    return {
-        name: value
-        for name, value in info.headers.items()
-        if name in keep and isinstance(value, str)
-    }
-
-
 async def _prepare(
     tool: ToolSpec, validated: dict[str, Any], info: RequestInfo, sink: Sink, params: dict[str, Any]
 ) -> tuple[Any, dict[str, Any] | None]:
@@ -116,21 +107,13 @@ def _time_to_live(tool: ToolSpec, info: RequestInfo, params: dict[str, Any]) -> 
 
 
 def _new_task(tool: ToolSpec, info: RequestInfo, params: dict[str, Any], prepared: Any) -> NewTask:
-    token = info.principal.access_token
     return NewTask(
         tool_name=tool.name,
         arguments=params.get("arguments") or {},
-        principal_scope=info.principal.scope,
-        era=info.era,
-        protocol_version=info.protocol_version,
-        client_info=info.client_info,
-        client_capabilities=info.client_capabilities,
-        log_level=info.log_level,
+        caller=info.caller(),
         progress_token=info.progress_token,
         session_id=info.session_id,
         origin_request_id=info.request_id,
-        access_token=token.to_record() if token is not None else None,
-        headers=_snapshot_headers(info),
         prepared=jsontext.storable(prepared, f"what {tool.name}'s prepare returned"),
         queue=tool.task.queue,
         ttl=_time_to_live(tool, info, params),

@@ -33,6 +33,7 @@ from ..conf import get_config
 from ..core import background, groups, log_fields, trace_hook
 from ..core.db import db
 from ..core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, notification
+from ..core.task_contract import Caller
 from ..exceptions import ProtocolError, ToolError
 from ..models import Task, TaskSnapshot
 from . import approvals, crypto, notify, service
@@ -359,7 +360,8 @@ async def execute(
             except ValueError as exc:
                 await _complete(runtime, task, error_result(str(exc)))
                 return
-            access_token = AccessToken.from_record(secrets.get("access_token"))
+            caller = service.stored_caller(task, secrets)
+            access_token = AccessToken.from_record(caller.access_token)
             if not tool.access.is_open and not await db(allowed_now)(
                 tool.access, access_token, user
             ):
@@ -372,7 +374,7 @@ async def execute(
                 await fail(task.id, {"code": INVALID_PARAMS, "message": message}, message)
                 return
             backend = TaskBackend(task, snapshot, watch, runtime, slot)
-            context = await _context(task, snapshot, secrets, backend, access_token, user)
+            context = await _context(task, caller, backend, access_token, user)
             if watch.ended:
                 return  # cancelled while it was starting
             retries = tool.task.retries or DEFAULT_RETRY
@@ -511,27 +513,22 @@ async def _retry_or_end(
 
 
 async def _context(
-    task: Task,
-    snapshot: TaskSnapshot,
-    secrets: dict[str, Any],
-    backend: TaskBackend,
-    access_token: AccessToken | None,
-    user: Any,
+    task: Task, caller: Caller, backend: TaskBackend, access_token: AccessToken | None, user: Any
 ) -> Context:
     """The tool's ``Context``, restored from the task's snapshot."""
     return Context(
         backend=backend,
         task_id=task.id,
         session_id=task.session_id,
-        session=await sessions.session_by_id(task.session_id) if snapshot.era == "legacy" else None,
+        session=await sessions.session_by_id(task.session_id) if caller.era == "legacy" else None,
         origin_request_id=task.origin_request_id,
-        protocol_version=snapshot.protocol_version,
-        client_capabilities=snapshot.client_capabilities,
-        client_info=snapshot.client_info,
+        protocol_version=caller.protocol_version,
+        client_capabilities=caller.client_capabilities,
+        client_info=caller.client_info,
         access_token=access_token,
         user=user,
         lifespan_context=await lifespan_context(),
         request_context=None,
-        headers=secrets.get("headers") or {},
-        prepared=(snapshot.prior_answers or {}).get("prepared"),
+        headers=caller.headers,
+        prepared=(task.snapshot.prior_answers or {}).get("prepared"),
     )

@@ -19,7 +19,7 @@ from ..conf import get_config
 from ..core import log_fields, metrics_hook, trace_hook
 from ..core.db import db
 from ..core.jsonrpc import INTERNAL_ERROR
-from ..core.task_contract import NewTask, QuotaExceeded, TaskNotFound
+from ..core.task_contract import Caller, NewTask, QuotaExceeded, TaskNotFound
 from ..models import (
     TERMINAL_STATUSES,
     InputRequestStatus,
@@ -157,16 +157,16 @@ def _new_rows(new: NewTask) -> tuple[Task, TaskSnapshot]:
     ttl = config["TASK_TTL"] if new.ttl is None else new.ttl
     poll = config["TASK_POLL_INTERVAL"] if new.poll_interval is None else new.poll_interval
     now = timezone.now()
-    secrets_blob = {"access_token": new.access_token, "headers": new.headers or {}}
+    caller = new.caller
     task = Task(
         id=secrets.token_urlsafe(32),
-        principal_scope=new.principal_scope,
-        client_id=str((new.access_token or {}).get("client_id") or "")[:255],
+        principal_scope=caller.principal_scope,
+        client_id=caller.client_id[:255],
         tool_name=new.tool_name,
         arguments=new.arguments,
         status=TaskStatus.WORKING,
         status_message="Queued",
-        era=new.era,
+        era=caller.era,
         session_id=new.session_id or f"task-session-{secrets.token_hex(16)}",
         origin_request_id=new.origin_request_id,
         queue=new.queue or config["TASK_QUEUE"],
@@ -180,17 +180,41 @@ def _new_rows(new: NewTask) -> tuple[Task, TaskSnapshot]:
     )
     snapshot = TaskSnapshot(
         task=task,
-        era=new.era,
-        protocol_version=new.protocol_version,
-        client_info=new.client_info,
-        client_capabilities=new.client_capabilities,
-        log_level=new.log_level or "",
+        era=caller.era,
+        protocol_version=caller.protocol_version,
+        client_info=caller.client_info,
+        client_capabilities=caller.client_capabilities,
+        log_level=caller.log_level or "",
         progress_token=new.progress_token,
         prior_answers=_prior_answers(new),
         # Nothing to keep secret (an anonymous call, no allow-listed header): nothing sealed.
-        sealed=crypto.seal(secrets_blob) if new.access_token or new.headers else "",
+        sealed=_sealed(caller),
     )
     return task, snapshot
+
+
+def _sealed(caller: Caller) -> str:
+    """The caller's secrets, encrypted ("": nothing to keep secret, an anonymous call with
+    no allow-listed header)."""
+    if not caller.access_token and not caller.headers:
+        return ""
+    return crypto.seal({"access_token": caller.access_token, "headers": caller.headers})
+
+
+def stored_caller(task: Task, secrets: dict[str, Any]) -> Caller:
+    """The caller a stored task runs for, from its snapshot and its unsealed ``secrets``
+    (:func:`snapshot_secrets`)."""
+    snapshot = task.snapshot
+    return Caller(
+        era=snapshot.era,
+        protocol_version=snapshot.protocol_version,
+        principal_scope=task.principal_scope,
+        client_info=snapshot.client_info,
+        client_capabilities=snapshot.client_capabilities,
+        log_level=snapshot.log_level or None,
+        access_token=secrets.get("access_token"),
+        headers=secrets.get("headers") or {},
+    )
 
 
 def _prior_answers(new: NewTask) -> dict[str, Any]:

@@ -21,21 +21,12 @@ def retry(task_id: str) -> Task:
         raise task_contract.TaskNotFound(task_id)
     if task.status != TaskStatus.FAILED:
         raise NotRetryable(f"the task is {task.get_status_display().lower()}, not failed")
-    snapshot = task.snapshot
-    secrets = service.snapshot_secrets(task)
     return service.create_task(
         task_contract.NewTask(
             tool_name=task.tool_name,
             arguments=task.arguments,
-            principal_scope=task.principal_scope,
-            era=task.era,
-            protocol_version=snapshot.protocol_version,
-            client_info=snapshot.client_info,
-            client_capabilities=snapshot.client_capabilities,
-            log_level=snapshot.log_level or None,
-            access_token=secrets.get("access_token"),
-            headers=secrets.get("headers") or {},
-            prepared=(snapshot.prior_answers or {}).get("prepared"),
+            caller=service.stored_caller(task, service.snapshot_secrets(task)),
+            prepared=(task.snapshot.prior_answers or {}).get("prepared"),
             queue=task.queue,
             ttl=None if task.ttl_ms is None else task.ttl_ms / 1000,
             poll_interval=None if task.poll_interval_ms is None else task.poll_interval_ms / 1000,

@@ -45,6 +45,7 @@ from .lifecycle import (
     report_progress,
     retry_later,
     snapshot_secrets,
+    stored_caller,
 )
 from .questions import (
     EXPIRED,
@@ -112,6 +113,7 @@ __all__ = [
     "requeue_lost",
     "retry_later",
     "snapshot_secrets",
+    "stored_caller",
     "unserved_queues",
     "validate_answer",
     "with_final_fields",

@@ -32,6 +32,7 @@ from mcp_tasks.testing import McpClient, McpError
 from mcp_tasks.transport.admission import Admission
 from mcp_tasks.transport.http import HttpError
 from tests.support import rows as support_rows
+from tests.support.rows import new_record
 
 TOOL = "trivial_task"
 new_task = functools.partial(support_rows.new_task, TOOL, arguments={"n": 1})
@@ -212,16 +213,7 @@ def test_a_quota_refusal_is_counted_by_quota(
 @pytest.mark.usefixtures("embedded_queue", "metrics_on", "orm_thread_closed")
 async def test_a_task_created_from_the_event_loop_is_counted() -> None:
     deltas = Deltas(("mcp_tasks_tasks_created_total", {"tool": TOOL}))
-    new = task_contract.NewTask(
-        tool_name=TOOL,
-        arguments={"n": 1},
-        principal_scope="user:5",
-        era="modern",
-        protocol_version="2026-07-28",
-        client_info={},
-        client_capabilities={},
-    )
-    await service.acreate_task(new)
+    await service.acreate_task(new_record(TOOL, arguments={"n": 1}, principal_scope="user:5"))
     assert deltas.of("mcp_tasks_tasks_created_total", tool=TOOL) == 1
 
 

@@ -3,6 +3,7 @@ service), for tests that need one without a client or a worker."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from mcp_tasks.authoring.approval import StaffAudience
@@ -14,19 +15,28 @@ from mcp_tasks.tasks import service
 YES_NO = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 
 
-def new_task(tool: str = "long_report", **fields: Any) -> Task:
-    """A new task of ``tool`` (modern era, anonymous, no arguments unless ``fields`` say
-    otherwise: any field of :class:`~mcp_tasks.core.task_contract.NewTask`)."""
-    values: dict[str, Any] = {
-        "tool_name": tool,
-        "arguments": {},
+_CALLER_FIELDS = frozenset(field.name for field in dataclasses.fields(task_contract.Caller))
+
+
+def new_record(tool: str = "long_report", **fields: Any) -> task_contract.NewTask:
+    """What creates a task of ``tool``: modern era, anonymous, no arguments unless ``fields``
+    say otherwise (any field of :class:`~mcp_tasks.core.task_contract.NewTask` or of its
+    :class:`~mcp_tasks.core.task_contract.Caller`)."""
+    caller: dict[str, Any] = {
         "principal_scope": "anonymous",
         "era": "modern",
         "protocol_version": "2026-07-28",
-        "client_info": {},
-        "client_capabilities": {},
     }
-    return service.create_task(task_contract.NewTask(**{**values, **fields}))
+    caller |= {name: value for name, value in fields.items() if name in _CALLER_FIELDS}
+    rest = {name: value for name, value in fields.items() if name not in _CALLER_FIELDS}
+    return task_contract.NewTask(
+        **{"tool_name": tool, "arguments": {}, **rest}, caller=task_contract.Caller(**caller)
+    )
+
+
+def new_task(tool: str = "long_report", **fields: Any) -> Task:
+    """A new task of ``tool``, created by the task service (fields: :func:`new_record`)."""
+    return service.create_task(new_record(tool, **fields))
 
 
 def ask(

@@ -16,9 +16,10 @@ from channels.layers import get_channel_layer
 from django.db import connections
 from django.test import override_settings
 
-from mcp_tasks.core import groups, task_contract
+from mcp_tasks.core import groups
 from mcp_tasks.tasks import service
 from mcp_tasks.tasks.job import run_task
+from tests.support.rows import new_record
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -69,17 +70,7 @@ def test_the_last_change_of_a_job_run_alone_reaches_its_watchers(redis_url: str)
         "CONFIG": {"hosts": [redis_url], "prefix": f"test-run-alone-{uuid.uuid4().hex[:8]}"},
     }
     with override_settings(CHANNEL_LAYERS={"default": layer}):
-        task = service.create_task(
-            task_contract.NewTask(
-                tool_name="slow_compute",
-                arguments={"seconds": 0},
-                principal_scope="anonymous",
-                era="modern",
-                protocol_version="2026-07-28",
-                client_info={},
-                client_capabilities={},
-            )
-        )
+        task = service.create_task(new_record("slow_compute", arguments={"seconds": 0}))
         watcher = Watcher(task.id)
         run_task(task.id, task.runs)  # what the work-horse runs before it exits
         watcher.thread.join()

@@ -17,6 +17,7 @@ from mcp_tasks.core.db import db
 from mcp_tasks.models import Task, TaskSnapshot, TaskStatus
 from mcp_tasks.tasks import changes, rows, service
 from mcp_tasks.tasks.loop_database import LoopDatabase
+from tests.support.rows import new_record
 
 pytestmark = pytest.mark.django_db
 
@@ -333,7 +334,6 @@ def test_a_broken_connection_is_replaced_and_the_statement_sent_again() -> None:
 
 def _new(**overrides: Any) -> task_contract.NewTask:
     fields: dict[str, Any] = {
-        "tool_name": "trivial_task",
         "arguments": {"n": 1, "nested": {"x": [True, None]}},
         "principal_scope": "client:alice",
         "era": "modern",
@@ -345,7 +345,7 @@ def _new(**overrides: Any) -> task_contract.NewTask:
         "prepared": {"k": "v"},
         "access_token": {"token": "t", "client_id": "c", "scopes": [], "claims": {}},
     }
-    return task_contract.NewTask(**(fields | overrides))
+    return new_record("trivial_task", **(fields | overrides))
 
 
 def _in_loop(scenario: Any) -> Any:

@@ -25,6 +25,7 @@ from mcp_tasks.models import (
 )
 from mcp_tasks.tasks import crypto, fair_queue, notify, queue, service
 from tests.support import rows as support_rows
+from tests.support.rows import new_record
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("embedded_queue")]
 
@@ -147,19 +148,10 @@ def test_no_quota_when_it_is_none() -> None:
 async def test_a_task_past_the_quota_is_refused_from_the_event_loop_too(
     orm_thread_closed: None,
 ) -> None:
-    fields: dict[str, Any] = {
-        "tool_name": "trivial_task",
-        "arguments": {},
-        "principal_scope": "user:77",
-        "era": "modern",
-        "protocol_version": "2026-07-28",
-        "client_info": {},
-        "client_capabilities": {},
-    }
     for _ in range(2):
-        await service.acreate_task(task_contract.NewTask(**fields))
+        await service.acreate_task(new_record("trivial_task", principal_scope="user:77"))
     with pytest.raises(task_contract.QuotaExceeded):
-        await service.acreate_task(task_contract.NewTask(**fields))
+        await service.acreate_task(new_record("trivial_task", principal_scope="user:77"))
     count = await Task.objects.filter(principal_scope="user:77").acount()
     assert count == 2
 

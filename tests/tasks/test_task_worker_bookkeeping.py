@@ -22,12 +22,12 @@ from django.db import connections
 from redis import Redis
 from rq import Queue
 
-from mcp_tasks.core import task_contract
 from mcp_tasks.core.db import db
 from mcp_tasks.models import Task
 from mcp_tasks.tasks import embedded, fair_queue, queue as task_queue, service
 from mcp_tasks.tasks.rq_bookkeeping import Taken
 from mcp_tasks.tasks.worker import EmbeddedTaskWorker
+from tests.support.rows import new_record
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -132,17 +132,7 @@ def test_task_jobs_that_succeed_are_forgotten_and_an_idle_worker_waits_long_agai
     queue = Queue(f"forget-{secrets.token_hex(4)}", connection=connection)
     monkeypatch.setattr(task_queue, "get_queue", lambda name: queue)
     tasks = [
-        service.create_task(
-            task_contract.NewTask(
-                tool_name="slow_compute",  # the example project's: returns at once
-                arguments={"label": str(number)},
-                principal_scope="anonymous",
-                era="modern",
-                protocol_version="2026-07-28",
-                client_info={},
-                client_capabilities={},
-            )
-        )
+        service.create_task(new_record("slow_compute", arguments={"label": str(number)}))
         for number in range(3)
     ]
     worker = EmbeddedTaskWorker([queue], connection=connection, maintenance_interval=1)
