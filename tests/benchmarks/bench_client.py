@@ -1,5 +1,10 @@
-"""The benchmark's client: raw modern-era MCP (2026-07-28, tasks extension) over httpx
-``AsyncClient``, the same for every server, with one poll schedule.
+"""The benchmark's client: raw modern-era MCP (2026-07-28, tasks extension), the same for
+every server, with one poll schedule.
+
+Transport: ``raw`` (the default) sends each request on a pool of keep-alive connections on
+asyncio streams (``raw_http.py``), about a quarter of httpx's CPU per request, so that the
+driver, which shares the machine's cores with the servers, takes less of them; ``httpx``
+spreads them over ``httpx.AsyncClient`` objects (``compare.py --client httpx``).
 
 Poll schedule (what fastmcp-tasks' own client does): the first ``tasks/get`` right after the
 ``CreateTaskResult``, then after 20 ms, 40 ms, 80 ms…, each wait capped by the task's
@@ -9,14 +14,17 @@ Poll schedule (what fastmcp-tasks' own client does): the first ``tasks/get`` rig
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import httpx
 
-from tests.support.worker_fixtures import TASKS_EXTENSION, envelope, headers_for, parse_messages
+from tests.benchmarks.raw_http import CONNECTION_ERRORS, Connection, Response
+from tests.support.worker_fixtures import TASKS_EXTENSION, envelope, headers_for
 
 #: What the client declares in every request: the tasks extension and form elicitation.
 CAPABILITIES: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}}}
@@ -24,6 +32,9 @@ FIRST_POLL_DELAY = 0.020
 DEFAULT_POLL_CAP = 0.5
 TERMINAL = ("completed", "failed", "cancelled")
 SHARD = 10  # connections per httpx.AsyncClient
+#: Idle connections are dropped before uvicorn's 5 s keep-alive timeout closes them: a
+#: request sent on a connection the server is closing fails.
+KEEPALIVE_EXPIRY = 2.0
 ANSWER = "bench"
 
 Task = dict[str, Any]
@@ -33,51 +44,110 @@ class BenchError(RuntimeError):
     """A server answered something other than what the benchmark expects."""
 
 
-class BenchClient:
-    """Drives one server's ``/mcp`` with up to ``in_flight`` connections.
+Transport = Literal["raw", "httpx"]
+TRANSPORTS: tuple[Transport, ...] = ("raw", "httpx")
 
-    They are spread over several ``AsyncClient`` objects of :data:`SHARD` connections each,
-    and each request goes to the least busy one: httpcore's pool looks at every one of its
-    connections for every request, so one client with 100 connections spends milliseconds
-    of CPU per request on that alone, on the cores the servers need.
-    """
 
-    def __init__(self, mcp_url: str, *, in_flight: int = 100, task_timeout: float = 300) -> None:
-        self.mcp_url = mcp_url
-        self.task_timeout = task_timeout
+class RawPool:
+    """Keep-alive connections to one URL on asyncio streams: a request takes an idle one
+    (the most recently used) or opens one; as many open as requests are in flight."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        assert parts.hostname is not None and parts.port is not None, url
+        self.host, self.port, self.path = parts.hostname, parts.port, parts.path or "/"
+        self.idle: list[tuple[float, Connection]] = []
+
+    async def post(self, body: bytes, headers: dict[str, str]) -> Response:
+        connection = await self._take()
+        try:
+            response = await connection.request("POST", self.path, headers, body)
+        except CONNECTION_ERRORS:
+            await connection.close()
+            raise
+        if connection.writer is not None:
+            self.idle.append((time.monotonic(), connection))
+        return response
+
+    async def _take(self) -> Connection:
+        while self.idle:
+            since, connection = self.idle.pop()
+            if time.monotonic() - since < KEEPALIVE_EXPIRY:
+                return connection
+            await connection.close()
+        return Connection(self.host, self.port)
+
+    async def aclose(self) -> None:
+        for _, connection in self.idle:
+            await connection.close()
+        self.idle.clear()
+
+
+class HttpxShards:
+    """``in_flight`` connections spread over several ``httpx.AsyncClient`` objects of
+    :data:`SHARD` connections each, each request on the least busy one: httpcore's pool
+    looks at every one of its connections for every request, so one client with 100
+    connections spends milliseconds of CPU per request on that alone."""
+
+    def __init__(self, url: str, in_flight: int) -> None:
+        self.url = url
         size = min(SHARD, in_flight)
-        # Idle connections are dropped before uvicorn's 5 s keep-alive timeout closes them: a
-        # request sent on a connection the server is closing fails with ReadError.
         limits = httpx.Limits(
-            max_connections=size, max_keepalive_connections=size, keepalive_expiry=2.0
+            max_connections=size, max_keepalive_connections=size, keepalive_expiry=KEEPALIVE_EXPIRY
         )
         self.shards = [
             httpx.AsyncClient(timeout=120, limits=limits) for _ in range(-(-in_flight // size))
         ]
         self.busy = [0] * len(self.shards)
-        self.sent: Counter[str] = Counter()  # requests sent, by method
+
+    async def post(self, body: bytes, headers: dict[str, str]) -> Response:
+        index = min(range(len(self.shards)), key=self.busy.__getitem__)
+        self.busy[index] += 1
+        try:
+            answer = await self.shards[index].post(self.url, content=body, headers=headers)
+        finally:
+            self.busy[index] -= 1
+        return Response(answer.status_code, dict(answer.headers), answer.content)
 
     async def aclose(self) -> None:
         for shard in self.shards:
             await shard.aclose()
 
-    async def post(self, body: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
-        """POST on the least busy shard."""
-        index = min(range(len(self.shards)), key=self.busy.__getitem__)
-        self.busy[index] += 1
-        try:
-            return await self.shards[index].post(self.mcp_url, json=body, headers=headers)
-        finally:
-            self.busy[index] -= 1
+
+class BenchClient:
+    """Drives one server's ``/mcp`` with up to ``in_flight`` requests at once, over the
+    ``transport`` (the module's docstring)."""
+
+    def __init__(
+        self,
+        mcp_url: str,
+        *,
+        in_flight: int = 100,
+        task_timeout: float = 300,
+        transport: Transport = "raw",
+    ) -> None:
+        self.mcp_url = mcp_url
+        self.task_timeout = task_timeout
+        self.pool: RawPool | HttpxShards = (
+            RawPool(mcp_url) if transport == "raw" else HttpxShards(mcp_url, in_flight)
+        )
+        self.sent: Counter[str] = Counter()  # requests sent, by method
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
+
+    async def post(self, body: dict[str, Any], headers: dict[str, str]) -> Response:
+        return await self.pool.post(json.dumps(body, separators=(",", ":")).encode(), headers)
 
     async def request(self, method: str, params: dict[str, Any], name: str | None) -> Task:
         """POST one request; its ``result`` (a JSON-RPC error raises :class:`BenchError`)."""
         body = envelope(method, params, caps=CAPABILITIES)
         self.sent[method] += 1
         response = await self.post(body, headers_for(method, name))
-        messages = parse_messages(response)
+        messages = response.messages()
         if not messages or "result" not in messages[-1]:
-            raise BenchError(f"{method}: HTTP {response.status_code} {response.text[:500]}")
+            text = response.body[:500].decode(errors="replace")
+            raise BenchError(f"{method}: HTTP {response.status} {text}")
         result: Task = messages[-1]["result"]
         return result
 

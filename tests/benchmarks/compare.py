@@ -8,20 +8,26 @@ MCPServer for plain calls), driven from outside over HTTP. A script, not a test:
     python tests/benchmarks/compare.py parked --parked 1000   # mcp_tasks only: parked questions
     python tests/benchmarks/compare.py embedded               # mcp_tasks only: ./scripts/dev mode
     python tests/benchmarks/compare.py fairness               # one caller's flood, another's wait
+    python tests/benchmarks/compare.py --only ours,observed   # the cost of traces and metrics
 
 Setup (README "Production"): a fresh PostgreSQL database (``--database-url`` names the server)
 and a private ``redis-server`` (or ``--redis-url``) shared by all servers; mcp_tasks on daphne
 with ``DJANGO_DEBUG=0`` and ``--workers`` ``manage.py rqworker mcp_tasks`` processes; the peer
 (``peers/fastmcp_tasks_server.py``, in ``.venv-bench-peer``, built on first use) on uvicorn,
 whose HTTP process runs no tasks, with ``--workers`` Docket worker processes; the SDK's
-``MCPServer`` on uvicorn. The same httpx client drives them all the same way
-(``bench_client.py``). Each round measures every server once, in turn; the tables show the
-median of the rounds. Server logs go to a temporary directory; their last lines are printed
+``MCPServer`` on uvicorn. The same client drives them all the same way (``bench_client.py``:
+raw HTTP/1.1 on asyncio streams, or ``--client httpx``). Each round measures every server
+once, in turn; the tables show the median of the rounds. Server logs go to a temporary directory; their last lines are printed
 when something fails, and every process is stopped at the end (Ctrl-C too).
 
 ``fairness`` (``fairness.py``) runs each server alone, with 4 workers by default: a fresh
 stack on its own private Redis (mcp_tasks: and a fresh database) per server and round,
 stopped as soon as it is measured, which stops the flood it was given.
+
+``observed`` (only when named in ``--only``) is mcp_tasks again, on a database of its own,
+with ``TRACING`` and ``METRICS`` on: an OpenTelemetry SDK ``BatchSpanProcessor`` whose
+exporter encodes each batch as OTLP protobuf and drops it (the network send excluded), and
+``prometheus_client`` in multiprocess mode. Its table gives the cost of both beside ``ours``.
 """
 
 from __future__ import annotations
@@ -42,12 +48,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.benchmarks import fairness, report  # noqa: E402
-from tests.benchmarks.bench_client import BenchClient, BenchError  # noqa: E402
+from tests.benchmarks.bench_client import (  # noqa: E402
+    TRANSPORTS,
+    BenchClient,
+    BenchError,
+    Transport,
+)
 from tests.benchmarks.measure import Sizes, measure_stack, warm_up  # noqa: E402
 from tests.benchmarks.stacks import (  # noqa: E402
     Stack,
@@ -63,8 +75,18 @@ from tests.conftest import _Databases, _postgres_target  # noqa: E402
 from tests.support.legacy_client_fixtures import build_client_venv  # noqa: E402
 from tests.support.worker_fixtures import RedisProcess, db_rows, free_port  # noqa: E402
 
-SERVERS = ("ours", "peer", "sdk")
-TITLES = {"ours": "mcp_tasks", "peer": "fastmcp-tasks", "sdk": "SDK MCPServer"}
+SERVERS = ("ours", "observed", "peer", "sdk")
+DEFAULT_SERVERS = ("ours", "peer", "sdk")
+TITLES = {
+    "ours": "mcp_tasks",
+    "observed": "mcp_tasks, traced + metrics",
+    "peer": "fastmcp-tasks",
+    "sdk": "SDK MCPServer",
+}
+CLIENTS = {
+    "raw": "raw HTTP/1.1 keep-alive connections on asyncio streams (--client raw)",
+    "httpx": "httpx AsyncClients, 10 connections each (--client httpx)",
+}
 MODES = ("compare", "tasks-get-scaling", "parked", "embedded", "fairness")
 ROUNDS = ("compare", "embedded")  # the modes that measure in rounds
 
@@ -165,16 +187,54 @@ def start_stacks(
                 database=services.database,
             )
         )
+    if "observed" in args.only:
+        stacks.append(start_observed(args, services, cleanup, logs))
     if "sdk" in args.only:
         stacks.append(start_sdk(cleanup, logs))
     return stacks
 
 
+def start_observed(
+    args: argparse.Namespace, services: Services, cleanup: contextlib.ExitStack, logs: Path
+) -> Stack:
+    """mcp_tasks with ``TRACING`` and ``METRICS`` on (``tests.support.live_settings``:
+    ``MCP_TASKS_TEST_TRACING=otlp``, ``PROMETHEUS_MULTIPROC_DIR``), on a database of its own
+    and database 1 of the shared Redis."""
+    metrics_dir = Path(tempfile.mkdtemp(prefix="bench-metrics-"))
+    cleanup.callback(shutil.rmtree, metrics_dir, ignore_errors=True)
+    database_url, database = fresh_database(args.database_url, cleanup, logs)
+    stack = start_ours(
+        cleanup,
+        logs,
+        database_url=database_url,
+        # rq's keys have no prefix: another database of the same redis-server, whose CPU
+        # is measured while this stack runs.
+        redis_url=urlunsplit(urlsplit(services.redis_url)._replace(path="/1")),
+        workers=args.workers,
+        database=database,
+        env={"MCP_TASKS_TEST_TRACING": "otlp", "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)},
+        key="observed",
+        title=TITLES["observed"],
+    )
+    stack.setup += (
+        "; TRACING on (BatchSpanProcessor, OTLP protobuf encoded and dropped), "
+        "METRICS on (prometheus_client multiprocess)"
+    )
+    return stack
+
+
 async def run_rounds(
-    stacks: list[Stack], sizes: Sizes, rounds: int, redis_pid: int | None
+    stacks: list[Stack],
+    sizes: Sizes,
+    rounds: int,
+    redis_pid: int | None,
+    transport: Transport = "raw",
 ) -> dict[str, dict[str, float]]:
     """Every stack measured once per round, in turn (the order rotates); the medians."""
-    clients = {s.key: BenchClient(s.mcp_url, in_flight=sizes.in_flight) for s in stacks}
+    clients = {
+        s.key: BenchClient(s.mcp_url, in_flight=sizes.in_flight, transport=transport)
+        for s in stacks
+    }
     samples: dict[str, dict[str, list[float]]] = {s.key: {} for s in stacks}
     try:
         for stack in stacks:
@@ -214,10 +274,12 @@ def run_compare(
     services = start_services(args, cleanup, logs)
     stacks = start_stacks(args, services, cleanup, logs)
     started = Started()
-    results = asyncio.run(run_rounds(stacks, sizes, args.rounds, services.redis_pid))
+    results = asyncio.run(run_rounds(stacks, sizes, args.rounds, services.redis_pid, args.client))
     lines = header(args, stacks, services, started)
     if {"ours", "peer"} & set(args.only):
         lines += ["", *report.task_table(results, sizes)]
+    if "observed" in args.only:
+        lines += ["", *report.observed_table(results, sizes)]
     if "sdk" in args.only:
         lines += ["", *report.sdk_table(results, sizes)]
     return lines
@@ -232,7 +294,7 @@ def run_embedded(
     started = Started()
     database_url, _ = fresh_database("sqlite://", cleanup, logs)
     stack = start_embedded(cleanup, logs, database_url=database_url)
-    results = asyncio.run(run_rounds([stack], sizes, args.rounds, None))
+    results = asyncio.run(run_rounds([stack], sizes, args.rounds, None, args.client))
     body = report.single_table(results["embedded"], sizes, stack.title)
     return [*header(args, [stack], None, started), "", *body]
 
@@ -381,7 +443,7 @@ def header(
     elif services is not None:
         lines.append(f"services: {services.database} (a fresh database), {services.redis}")
     lines += [
-        "client: httpx AsyncClients (10 connections each) in this process; tasks/get at once, "
+        f"client: {CLIENTS[args.client]} in this process; tasks/get at once, "
         "then after 20 ms, doubling, capped by pollIntervalMs",
         f"measured in {time.monotonic() - started.at:.0f}s; reproduce: "
         "python tests/benchmarks/compare.py " + shlex.join(sys.argv[1:]),
@@ -428,7 +490,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--only",
         action="append",
-        metavar="ours|peer|sdk",
+        metavar="ours|observed|peer|sdk",
         help="servers to measure (repeat or comma-separate; default all)",
     )
     parser.add_argument(
@@ -446,6 +508,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "1000 or more measures sustained throughput); fairness: the flood's tasks "
         "(default 3000)",
     )
+    parser.add_argument(
+        "--client",
+        choices=TRANSPORTS,
+        default="raw",
+        help="the driver's HTTP client (default raw: keep-alive connections on asyncio "
+        "streams; httpx: httpx.AsyncClient, about 4x the driver's CPU per request)",
+    )
     parser.add_argument("--parked", type=int, help="parked: tasks to park (default 1000)")
     parser.add_argument(
         "--hold-window",
@@ -459,12 +528,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     fair = args.mode == "fairness"
-    servers = SERVERS if not fair else ("ours",) if args.quick else ("ours", "peer")
+    servers = DEFAULT_SERVERS if not fair else ("ours",) if args.quick else ("ours", "peer")
     only = [name for item in args.only or servers for name in item.split(",") if name]
     if unknown := set(only) - set(SERVERS):
         parser.error(f"--only: unknown server(s) {', '.join(sorted(unknown))}")
-    if fair and "sdk" in only:
-        parser.error("fairness: the SDK's MCPServer runs no tasks (--only ours,peer)")
+    if fair and {"sdk", "observed"} & set(only):
+        parser.error("fairness: only ours and peer (--only ours,peer)")
     args.only = [name for name in SERVERS if name in only]
     if args.workers is None:
         args.workers = (2 if args.quick else 4) if fair else 1

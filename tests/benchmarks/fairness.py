@@ -36,8 +36,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import httpx
-
 from tests.benchmarks.bench_client import (
     TERMINAL,
     BenchClient,
@@ -48,6 +46,7 @@ from tests.benchmarks.bench_client import (
     text_of,
 )
 from tests.benchmarks.measure import warm_up
+from tests.benchmarks.raw_http import Response
 from tests.benchmarks.report import MISSING, number, ratio, render
 from tests.benchmarks.stacks import Stack
 
@@ -83,7 +82,7 @@ class PrincipalClient(BenchClient):
         super().__init__(mcp_url, in_flight=in_flight)
         self.authorization = f"Bearer {token}"
 
-    async def post(self, body: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
+    async def post(self, body: dict[str, Any], headers: dict[str, str]) -> Response:
         return await super().post(body, {**headers, "Authorization": self.authorization})
 
 

@@ -89,6 +89,25 @@ def task_table(results: Results, sizes: Sizes) -> list[str]:
     ]
 
 
+def observed_table(results: Results, sizes: Sizes) -> list[str]:
+    """The cost of ``TRACING`` and ``METRICS``: mcp_tasks with both on beside both off."""
+    off, on = results.get("ours", {}), results.get("observed", {})
+    rows = [
+        [
+            label.format(**asdict(sizes)),
+            number(off.get(key)),
+            number(on.get(key)),
+            ratio(on.get(key), off.get(key)),
+        ]
+        for key, label in (*TASK_ROWS, *PLAIN_ROWS, IDLE_ROW)
+        if key in off or key in on
+    ]
+    return [
+        *render(["metric", "mcp_tasks", "traced + metrics", "on / off"], rows),
+        "on / off = mcp_tasks with TRACING and METRICS on / both off (the cost of observing)",
+    ]
+
+
 def sdk_table(results: Results, sizes: Sizes) -> list[str]:
     return [
         *side_by_side(results, sizes, (*PLAIN_ROWS, IDLE_ROW), "sdk", "SDK MCPServer"),

@@ -91,7 +91,7 @@ def memory_bytes(pid: int, kind: str = "Rss") -> int:
 class Stack:
     """One server under test: its HTTP process and its worker processes."""
 
-    key: str  # "ours", "peer", "sdk", "embedded"
+    key: str  # "ours", "observed", "peer", "sdk", "embedded"
     title: str  # the table column
     http: LiveServer
     setup: str  # one line for the report
@@ -144,6 +144,8 @@ def start_ours(
     workers: int,
     database: str,
     env: Mapping[str, str] | None = None,
+    key: str = "ours",
+    title: str = "mcp_tasks",
 ) -> Stack:
     """uvicorn + ``workers`` x ``manage.py rqworker mcp_tasks``, production settings (the
     README's command: no access log, the protocol that refuses connections accepted late)."""
@@ -153,13 +155,13 @@ def start_ours(
         "UVICORN_HTTP": "mcp_tasks.contrib.uvicorn_http:HttpToolsProtocol",
     }
     http = launch_server(
-        overrides, logs / "ours-uvicorn.log", label="mcp_tasks uvicorn", server="uvicorn"
+        overrides, logs / f"{key}-uvicorn.log", label=f"{title} uvicorn", server="uvicorn"
     )
     cleanup.callback(http.stop)
-    stack = Stack("ours", "mcp_tasks", http, setup="")
+    stack = Stack(key, title, http, setup="")
     for number in range(workers):
         worker = start_rq_worker(
-            http.env, logs / f"ours-worker-{number}.log", label=f"mcp_tasks rqworker {number}"
+            http.env, logs / f"{key}-worker-{number}.log", label=f"{title} rqworker {number}"
         )
         cleanup.callback(worker.stop)
         stack.workers.append(worker)
@@ -167,7 +169,7 @@ def start_ours(
         worker.wait_ready(redis_url)
     worker_class = settings_value(http, "settings.RQ.get('WORKER_CLASS', 'rq.Worker')")
     stack.setup = (
-        f"mcp_tasks: uvicorn (DJANGO_DEBUG=0) + {workers} x manage.py rqworker mcp_tasks "
+        f"{title}: uvicorn (DJANGO_DEBUG=0) + {workers} x manage.py rqworker mcp_tasks "
         f"({worker_class}), {database}, Redis"
     )
     return stack

@@ -37,10 +37,22 @@ def run_compare(*args: str) -> str:
     return done.stdout
 
 
+def tables(output: str) -> list[list[list[str]]]:
+    """The cells of each Markdown table in ``output`` (header and rule left out)."""
+    found: list[list[list[str]]] = []
+    rows: list[str] = []
+    for line in [*output.splitlines(), ""]:
+        if line.startswith("| "):
+            rows.append(line)
+        elif rows:
+            found.append([[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]])
+            rows = []
+    return found
+
+
 def table(output: str) -> list[list[str]]:
-    """The cells of the first Markdown table in ``output`` (header and rule left out)."""
-    rows = [line for line in output.splitlines() if line.startswith("| ")]
-    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]]
+    """The cells of the first Markdown table in ``output``."""
+    return tables(output)[0]
 
 
 def is_number(cell: str) -> bool:
@@ -57,17 +69,24 @@ def is_number(cell: str) -> bool:
 def test_quick_comparison_prints_a_number_for_every_metric(
     request: pytest.FixtureRequest, postgres_url: str
 ) -> None:
-    args = ["--quick", "--only", "ours", "--database-url", postgres_url]
+    """mcp_tasks alone, and again with TRACING and METRICS on (the cost table)."""
+    args = ["--quick", "--only", "ours,observed", "--database-url", postgres_url]
     if shutil.which("redis-server") is None:  # then Redis CPU is not measured
         args += ["--redis-url", request.getfixturevalue("redis_url")]
     output = run_compare(*args)
 
-    rows = table(output)
-    assert len(rows) == len(TASK_ROWS) + len(PLAIN_ROWS) + 1, output
-    for label, peer, ours, ratio in rows:
+    against_peer, cost = tables(output)
+    metrics = len(TASK_ROWS) + len(PLAIN_ROWS) + 1
+    assert len(against_peer) == len(cost) == metrics, output
+    for label, peer, ours, ratio in against_peer:
         assert (peer, ratio) == (MISSING, MISSING), output  # the peer was not asked for
         assert is_number(ours) or ("Redis" in label and "--redis-url" in args), output
-    assert "reproduce: python tests/benchmarks/compare.py --quick --only ours" in output
+    for label, off, on, on_off in cost:
+        redis_unmeasured = "Redis" in label and "--redis-url" in args
+        assert (is_number(off) and is_number(on)) or redis_unmeasured, output
+        assert on_off.endswith("x") or redis_unmeasured or off in ("0", "0.00"), output
+    assert "TRACING on (BatchSpanProcessor" in output
+    assert "reproduce: python tests/benchmarks/compare.py --quick --only ours,observed" in output
 
 
 @pytest.mark.live

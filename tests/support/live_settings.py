@@ -45,6 +45,9 @@ Environment variable                         Sets
 ``MCP_TASKS_TEST_TRACE_FILE``                ``MCP_TASKS["TRACING"] = True``, each span written as
                                              a JSON line to that file
                                              (``tests.support.trace_export``)
+``MCP_TASKS_TEST_TRACING``                   ``otlp``: ``MCP_TASKS["TRACING"] = True``, spans
+                                             batched, encoded as OTLP protobuf and dropped (the
+                                             benchmarks' ``observed`` server)
 ``MCP_TASKS_TEST_CHANNEL_LAYER_URL``         the Redis of ``CHANNEL_LAYERS["default"]`` only (the rq
                                              queue stays on ``REDIS_URL``): point one worker at an
                                              unreachable Redis and announcing a question fails for
@@ -139,6 +142,11 @@ if _env("TRACE_FILE"):
 
     MCP_TASKS["TRACING"] = True
     trace_export.install(_env("TRACE_FILE"))
+elif _env("TRACING") == "otlp":
+    from tests.support import trace_export
+
+    MCP_TASKS["TRACING"] = True
+    trace_export.install_otlp_encoding()
 
 SECRET_KEY_FALLBACKS = _env_list("SECRET_KEY_FALLBACKS")
 

@@ -1,4 +1,5 @@
-"""Spans of a live server or worker, one JSON line each in a file (``MCP_TASKS_TEST_TRACE_FILE``).
+"""Spans of a live server or worker, one JSON line each in a file (``MCP_TASKS_TEST_TRACE_FILE``),
+or encoded and dropped (``MCP_TASKS_TEST_TRACING=otlp``, the benchmarks).
 
 The SDK's in-memory exporter lives in one process; the live tests read the spans of
 several (the server, the rq workers) from the file they all append to.
@@ -14,8 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
 
 
 def _hex(value: int, width: int) -> str:
@@ -63,6 +70,24 @@ def install(path: str) -> None:
     """This process's spans go to ``path`` (the global ``TracerProvider``)."""
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter(Path(path))))
+    trace.set_tracer_provider(provider)
+
+
+class OtlpEncodingExporter(SpanExporter):
+    """Encodes each batch as OTLP protobuf, as an OTLP exporter does before its send, and drops
+    it: the cost of tracing in the process, without a collector (``compare.py``'s ``observed``)."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+        encode_spans(spans).SerializeToString()
+        return SpanExportResult.SUCCESS
+
+
+def install_otlp_encoding() -> None:
+    """This process's spans go through a ``BatchSpanProcessor`` to :class:`OtlpEncodingExporter`."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "mcp_tasks-benchmark"}))
+    provider.add_span_processor(BatchSpanProcessor(OtlpEncodingExporter()))
     trace.set_tracer_provider(provider)
 
 
