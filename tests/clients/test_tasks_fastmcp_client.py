@@ -3,18 +3,16 @@
 against a live server with a real rq worker on a real Redis.
 
 FastMCP 4 pins its own dependencies, so it lives in a virtualenv of its own at the
-repository root (``.venv-fastmcp4/``, gitignored), built once by :func:`fastmcp4_python` and
-reused while its marker names the same requirements. Each test runs a small script there;
+repository root (``.venv-fastmcp4/``, gitignored), built once by :func:`fastmcp4_python`
+(``build_client_venv``) and reused while its marker names the same requirements. Each test runs a small script there;
 the script prints one JSON document as its last line.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,56 +20,22 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
 from tests.live_tools.task_tools import SECRET_DETAIL
+from tests.support.legacy_client_fixtures import VenvBuildError, build_client_venv
 
 pytestmark = [pytest.mark.live, pytest.mark.redis]
 
-REQUIREMENTS = ("fastmcp==4.1.4", "fastmcp-tasks==4.1.4")
-VENV = ROOT / ".venv-fastmcp4"
-MARKER = VENV / ".mcp_tasks-client-venv"
-INSTALL_TIMEOUT = 900
 SCRIPT_TIMEOUT = 120
-
-
-def _marker_text() -> str:
-    version = ".".join(map(str, sys.version_info[:2]))
-    return json.dumps({"python": version, "requirements": sorted(REQUIREMENTS)}, sort_keys=True)
 
 
 @pytest.fixture(scope="session")
 def fastmcp4_python() -> Path:
     """The python of ``.venv-fastmcp4`` (built when missing or stale; fails, never skips,
-    when pip cannot build it)."""
-    python = VENV / "bin" / "python"
-    lock_path = ROOT / ".venv-fastmcp4.lock"
-    with lock_path.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if python.exists() and MARKER.exists() and MARKER.read_text() == _marker_text():
-            return python
-        steps = [
-            [sys.executable, "-m", "venv", "--clear", str(VENV)],
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                *REQUIREMENTS,
-            ],
-        ]
-        for step in steps:
-            result = subprocess.run(
-                step, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False
-            )
-            if result.returncode != 0:
-                pytest.fail(
-                    f"could not build {VENV.name} ({' '.join(step)}):\n{result.stdout}\n{result.stderr}",
-                    pytrace=False,
-                )
-        MARKER.write_text(_marker_text())
-    return python
+    when it cannot be built)."""
+    try:
+        return build_client_venv("fastmcp4")
+    except VenvBuildError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 PRELUDE = textwrap.dedent(

@@ -48,9 +48,12 @@ def module_servers(
     request: pytest.FixtureRequest, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[LiveServer, LiveServer]]:
     """Processes A and B: one database, one Redis channel layer (the run's Redis and key
-    prefix, as ``asgi_server(redis=True)`` gives)."""
+    prefix, as ``asgi_server(redis=True)`` gives). A legacy call that streams nothing
+    answers JSON, or opens its SSE stream at the first keep-alive: 1 s here, not 15, so the
+    tests that hold a call open do not wait 15 s for its response headers."""
     log_dir = tmp_path_factory.mktemp("two-processes")
     env = {**live_env(), "REDIS_URL": redis_url, "REDIS_PREFIX": settings.REDIS_PREFIX}
+    env["MCP_TASKS_TEST_SSE_KEEPALIVE"] = "1"
     env["DATABASE_URL"] = request.getfixturevalue("_live_databases").new()
     with contextlib.ExitStack() as started:
         a = started.enter_context(serving(env, log_dir / "a.log", label="process A"))
