@@ -6,10 +6,13 @@ once, on the PostgreSQL leg (``noxfile.py``)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,16 +26,30 @@ TIMEOUT = 300
 pytestmark = pytest.mark.benchmark
 
 
+def run_script(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a benchmark script in a session of its own. On a timeout it gets SIGTERM, which it
+    handles like Ctrl-C: it stops the servers it started (``subprocess.run``'s SIGKILL would
+    leave them running)."""
+    process = subprocess.Popen(
+        [sys.executable, str(script), *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+        pytest.fail(f"{script.name} {' '.join(args)} took over {TIMEOUT} s:\n{stdout}\n{stderr}")
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
 def run_compare(*args: str) -> str:
     """Run compare.py; its standard output (the test fails with both outputs on an error)."""
-    done = subprocess.run(
-        [sys.executable, str(COMPARE), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    done = run_script(COMPARE, *args)
     assert done.returncode == 0, f"compare.py {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -124,14 +141,7 @@ def test_quick_legacy_load_prints_every_metric_next_to_its_target(
     args = ["--quick", "--database-url", postgres_url]
     if shutil.which("redis-server") is None:
         args += ["--redis-url", request.getfixturevalue("redis_url")]
-    done = subprocess.run(
-        [sys.executable, str(LEGACY_LOAD), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    done = run_script(LEGACY_LOAD, *args)
     assert done.returncode == 0, f"legacy_load.py:\n{done.stdout}\n{done.stderr}"
 
     rows = {metric: (measured, target) for metric, measured, target, _ in table(done.stdout)}
