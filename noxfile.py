@@ -32,6 +32,10 @@ nox.options.reuse_existing_virtualenvs = True
 # uv (the test extra installs it beside nox) builds each session's virtualenv in seconds
 # where pip takes a minute or more; without it, virtualenv and pip as before.
 nox.options.default_venv_backend = "uv|virtualenv"
+# pip compiles the installed modules to bytecode, uv only when asked: the sessions run with
+# PYTHONDONTWRITEBYTECODE, so without it every server and worker the tests start would
+# compile Django and the rest from source again.
+os.environ.setdefault("UV_COMPILE_BYTECODE", "1")
 nox.options.error_on_missing_interpreters = True
 
 CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")

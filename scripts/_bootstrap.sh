@@ -46,7 +46,7 @@ bootstrap_venv() {
     # uv (also in the test extra) installs in seconds what pip takes a minute or two for.
     log "installing the project into $VENV (uv pip install -e '.[test,postgres]')"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check uv
-    "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" -e "$ROOT[test,postgres]"
+    "$VENV/bin/uv" pip install --quiet --compile-bytecode --python "$VENV/bin/python" -e "$ROOT[test,postgres]"
     rm -f "$VENV"/.installed-*
     touch "$stamp"
   fi

@@ -79,7 +79,7 @@ SERVERS = ("ours", "observed", "peer", "sdk")
 DEFAULT_SERVERS = ("ours", "peer", "sdk")
 TITLES = {
     "ours": "mcp_tasks",
-    "observed": "mcp_tasks, traced + metrics",
+    "observed": "mcp_tasks, observed",
     "peer": "fastmcp-tasks",
     "sdk": "SDK MCPServer",
 }
@@ -212,14 +212,17 @@ def start_observed(
         redis_url=urlunsplit(urlsplit(services.redis_url)._replace(path="/1")),
         workers=args.workers,
         database=database,
-        env={"MCP_TASKS_TEST_TRACING": "otlp", "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)},
+        env={
+            **({"MCP_TASKS_TEST_TRACING": "otlp"} if "tracing" in args.observe else {}),
+            **({"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)} if "metrics" in args.observe else {}),
+        },
         key="observed",
         title=TITLES["observed"],
     )
-    stack.setup += (
-        "; TRACING on (BatchSpanProcessor, OTLP protobuf encoded and dropped), "
-        "METRICS on (prometheus_client multiprocess)"
-    )
+    if "tracing" in args.observe:
+        stack.setup += "; TRACING on (BatchSpanProcessor, OTLP protobuf encoded and dropped)"
+    if "metrics" in args.observe:
+        stack.setup += "; METRICS on (prometheus_client multiprocess)"
     return stack
 
 
@@ -515,6 +518,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the driver's HTTP client (default raw: keep-alive connections on asyncio "
         "streams; httpx: httpx.AsyncClient, about 4x the driver's CPU per request)",
     )
+    parser.add_argument(
+        "--observe",
+        default="tracing,metrics",
+        help="observed: what it turns on (default tracing,metrics; or tracing, or metrics)",
+    )
     parser.add_argument("--parked", type=int, help="parked: tasks to park (default 1000)")
     parser.add_argument(
         "--hold-window",
@@ -535,6 +543,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if fair and {"sdk", "observed"} & set(only):
         parser.error("fairness: only ours and peer (--only ours,peer)")
     args.only = [name for name in SERVERS if name in only]
+    args.observe = {item for item in args.observe.split(",") if item}
+    if not args.observe or args.observe - {"tracing", "metrics"}:
+        parser.error("--observe: tracing, metrics or both (comma-separated)")
     if args.workers is None:
         args.workers = (2 if args.quick else 4) if fair else 1
     if args.rounds is None:

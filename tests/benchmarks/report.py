@@ -90,7 +90,8 @@ def task_table(results: Results, sizes: Sizes) -> list[str]:
 
 
 def observed_table(results: Results, sizes: Sizes) -> list[str]:
-    """The cost of ``TRACING`` and ``METRICS``: mcp_tasks with both on beside both off."""
+    """The cost of ``TRACING`` and ``METRICS``: mcp_tasks with them on (``--observe``: both,
+    or one; the setup line says) beside both off."""
     off, on = results.get("ours", {}), results.get("observed", {})
     rows = [
         [
@@ -103,8 +104,9 @@ def observed_table(results: Results, sizes: Sizes) -> list[str]:
         if key in off or key in on
     ]
     return [
-        *render(["metric", "mcp_tasks", "traced + metrics", "on / off"], rows),
-        "on / off = mcp_tasks with TRACING and METRICS on / both off (the cost of observing)",
+        *render(["metric", "mcp_tasks", "observed", "on / off"], rows),
+        "on / off = mcp_tasks observed (TRACING and/or METRICS on, as the setup line says) "
+        "/ both off: the cost of observing",
     ]
 
 

@@ -65,7 +65,17 @@ def _build_steps(directory: Path, requirements: Sequence[str]) -> list[list[str]
     if uv is not None:
         return [
             [uv, "venv", "--quiet", "--python", sys.executable, str(directory)],
-            [uv, "pip", "install", "--quiet", "--python", str(python), *requirements],
+            # Compiled as pip does: every client script started would compile them again.
+            [
+                uv,
+                "pip",
+                "install",
+                "-q",
+                "--compile-bytecode",
+                "--python",
+                str(python),
+                *requirements,
+            ],
         ]
     return [
         [sys.executable, "-m", "venv", str(directory)],
