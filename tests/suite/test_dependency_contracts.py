@@ -938,3 +938,19 @@ class TestDjangoOAuthToolkit:
         application = get_application_model()
         assert "registration_source" in {field.name for field in application._meta.get_fields()}
         assert parameters(application.redirect_uri_allowed) == ["self", "uri"]
+
+
+class TestOtlpProtoCommon:
+    """What ``tests/support/trace_export.py`` (the benchmarks' traced server) calls in the
+    OTLP exporters' shared encoder, which OpenTelemetry does not document."""
+
+    CHECKED = ">=1.45,<1.46"
+
+    def test_installed_encoder_is_inside_the_pinned_range(self) -> None:
+        assert_pinned("opentelemetry-exporter-otlp-proto-common", self.CHECKED, extra="test")
+
+    def test_encode_spans_takes_the_spans_and_gives_a_protobuf_message(self) -> None:
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+        assert parameters(encode_spans) == ["sdk_spans"]
+        assert isinstance(encode_spans([]).SerializeToString(), bytes)
