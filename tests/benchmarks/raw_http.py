@@ -1,7 +1,8 @@
-"""A minimal HTTP/1.1 client on asyncio streams, for the load script (``legacy_load.py``).
+"""A minimal HTTP/1.1 client on asyncio streams, for the load script (``legacy_load.py``) and
+the drivers of ``compare.py`` (``bench_client.RawPool``).
 
 httpx spends about a millisecond of CPU per request; at hundreds of requests per second
-that is the core the server needs. This client does only what the load script asks:
+that is the core the server needs. This client does only what the scripts ask:
 keep-alive requests with a JSON body, ``Content-Length`` or chunked answers, and a long
 ``GET`` whose events are just drained.
 """
