@@ -38,6 +38,7 @@ from django.conf import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 pytest_plugins = [
+    "tests.support.live",
     "tests.support.worker_fixtures",
     "tests.support.legacy_client_fixtures",
     "tests.support.browser",

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from tests.conftest import LiveServer
 from tests.support.live import (
     LEGACY,
     await_file,
@@ -26,16 +24,10 @@ from tests.support.live import (
     legacy_initialize,
     sdk_client,
     sse_messages,
-    start_module_server,
 )
 from tests.support.results import text_of
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
-
-
-@pytest.fixture(scope="module")
-def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    yield from start_module_server(request, label="legacy client tests")
 
 
 def legacy(url: str, **kwargs: Any) -> Any:

@@ -7,7 +7,6 @@ are in ``test_legacy.py``."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +32,10 @@ from tests.support.live import (
     modern_headers,
     modern_request,
     sdk_client,
-    start_module_server,
 )
 from tests.support.results import text_of
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
-
-
-@pytest.fixture(scope="module")
-def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    yield from start_module_server(request, label="SDK client tests")
 
 
 @pytest.fixture(params=["modern", "legacy"])

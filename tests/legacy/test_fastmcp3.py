@@ -10,7 +10,6 @@ against the example project over real HTTP (embedded mode; one flow on Redis wit
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +17,11 @@ import pytest
 
 from tests.conftest import LiveServer
 from tests.support.legacy_client_fixtures import LegacyClient
-from tests.support.live import LEGACY, start_module_server
+from tests.support.live import LEGACY
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
-
-
-@pytest.fixture(scope="module")
-def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    yield from start_module_server(request, label="2025-11-25 tasks (FastMCP 3)")
 
 
 def run(client: LegacyClient, scenario: str, url: str, **options: Any) -> dict[str, Any]:

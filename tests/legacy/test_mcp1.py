@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +18,12 @@ import pytest
 from tests.conftest import LiveServer
 from tests.live_tools.legacy_task_tools import PROTOCOL_ERROR_CODE
 from tests.support.legacy_client_fixtures import LegacyClient, background, manage_py
-from tests.support.live import LEGACY, start_module_server, wait_for_file
+from tests.support.live import LEGACY, wait_for_file
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
-
-
-@pytest.fixture(scope="module")
-def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    yield from start_module_server(request, label="2025-11-25 tasks (mcp 1.30)")
 
 
 def run(client: LegacyClient, scenario: str, url: str, **options: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,6 @@ from tests.support.live import (
     final_message,
     legacy_headers,
     sse_messages,
-    start_module_server,
 )
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("show_server_output")]
@@ -258,11 +257,6 @@ def check_task_shape(task: dict[str, Any]) -> None:
 
 
 # -- fixtures --------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    yield from start_module_server(request, label="2025-11-25 tasks (wire)")
 
 
 @pytest.fixture

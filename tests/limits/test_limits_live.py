@@ -13,15 +13,14 @@ from __future__ import annotations
 import secrets
 import time
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import LiveServer
-from tests.support.live import attach_server_output, start_module_server
 from tests.support.worker_fixtures import (
     WAIT,
     RedisProcess,
@@ -56,24 +55,12 @@ def limits_redis(request: pytest.FixtureRequest) -> Iterator[RedisProcess]:
 
 
 @pytest.fixture(scope="module")
-def module_server(request: pytest.FixtureRequest, limits_redis: RedisProcess) -> Iterator[Any]:
-    env = {
+def server_env(limits_redis: RedisProcess) -> dict[str, str]:
+    return {
         "REDIS_URL": limits_redis.url,
         "REDIS_PREFIX": f"limits_{uuid.uuid4().hex[:10]}",
         "MCP_TASKS_TEST_MAX_ACTIVE_TASKS": str(QUOTA),
     }
-    servers = cast(
-        Generator[LiveServer, None, None],
-        start_module_server(request, env, label="limits server"),
-    )
-    yield next(servers)
-    servers.close()
-
-
-@pytest.fixture
-def server(request: pytest.FixtureRequest, module_server: LiveServer) -> LiveServer:
-    attach_server_output(request, module_server)
-    return module_server
 
 
 def principal(name: str) -> str:

@@ -3,6 +3,10 @@
 ``conftest.asgi_server`` is function-scoped; the client and guard modules run dozens of
 tests against one server each, so :func:`start_module_server` starts one the same way
 (fresh migrated database, daphne on a loopback socket) for a module-scoped fixture.
+
+The fixtures ``server`` (and ``module_server`` behind it) give each module that asks one
+such server; a module overrides ``server_env`` to change its settings, or ``server`` when its
+stack differs (a worker, a Redis of its own, seeded users).
 """
 
 from __future__ import annotations
@@ -66,6 +70,29 @@ def start_module_server(
 def attach_server_output(request: pytest.FixtureRequest, server: LiveServer) -> None:
     """Show ``server``'s output in the report when the current test fails."""
     request.node.stash.setdefault(_SERVERS, []).append(server)
+
+
+@pytest.fixture(scope="module")
+def server_env() -> dict[str, str]:
+    """Settings of the module's :func:`server` beyond the live settings (none): a module whose
+    server differs overrides this fixture, e.g. with ``MCP_TASKS_TEST_*`` variables."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def module_server(
+    request: pytest.FixtureRequest, server_env: dict[str, str]
+) -> Iterator[LiveServer]:
+    """One live server for the test module (see :func:`start_module_server`), started with
+    ``server_env``."""
+    yield from start_module_server(request, server_env, label=f"{request.module.__name__} server")
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest, module_server: LiveServer) -> LiveServer:
+    """The module's live server, whose output the report shows when the test fails."""
+    attach_server_output(request, module_server)
+    return module_server
 
 
 def live_env(**extra: str) -> dict[str, str]:

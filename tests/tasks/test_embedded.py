@@ -6,29 +6,14 @@ The tests share one embedded-mode server; every task a test starts ends before i
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import LiveServer
-from tests.support.live import attach_server_output, start_module_server
 from tests.support.worker_fixtures import ListenStream, capabilities, wait_for_path
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("open_gates")]
-
-
-@pytest.fixture(scope="module")
-def module_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    """An embedded-mode server: the live settings without REDIS_URL."""
-    yield from start_module_server(request, label="embedded server")
-
-
-@pytest.fixture
-def server(request: pytest.FixtureRequest, module_server: LiveServer) -> LiveServer:
-    attach_server_output(request, module_server)
-    return module_server
 
 
 @pytest.fixture

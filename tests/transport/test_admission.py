@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,12 @@ import pytest
 from mcp_tasks.transport import admission
 from tests.conftest import LiveServer
 from tests.support.live import (
-    attach_server_output,
     await_file,
     final_message,
     legacy_headers,
     legacy_initialize,
     modern_headers,
     modern_request,
-    start_module_server,
 )
 from tests.transport.refusals import assert_refused
 
@@ -39,15 +37,8 @@ LIMIT = 3
 
 
 @pytest.fixture(scope="module")
-def module_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    env = {"MCP_TASKS_TEST_MAX_REQUESTS_IN_PROGRESS": str(LIMIT)}
-    yield from start_module_server(request, env, label="admission server")
-
-
-@pytest.fixture
-def server(request: pytest.FixtureRequest, module_server: LiveServer) -> LiveServer:
-    attach_server_output(request, module_server)
-    return module_server
+def server_env() -> dict[str, str]:
+    return {"MCP_TASKS_TEST_MAX_REQUESTS_IN_PROGRESS": str(LIMIT)}
 
 
 async def call(

@@ -46,7 +46,6 @@ from tests.support.live import (
     legacy_headers,
     modern_headers,
     modern_request,
-    start_module_server,
 )
 
 pytestmark = pytest.mark.live
@@ -415,9 +414,10 @@ def post_and_judge(
 
 
 @pytest.fixture(scope="module")
-def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    """Embedded mode (in-process queue and worker threads): no Redis needed, any database."""
-    yield from start_module_server(request, label="fuzz target")
+def server(module_server: LiveServer) -> LiveServer:
+    """Module-scoped, unlike the shared one: hypothesis runs every example of a test on one
+    value of its fixtures, and refuses function-scoped ones."""
+    return module_server
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,6 @@ from tests.support.live import (
     modern_headers,
     modern_request,
     sse_messages,
-    start_module_server,
 )
 from tests.support.results import task_text_of as text_of
 from tests.support.task_driver import TaskDriver, task_capabilities
@@ -53,20 +52,18 @@ NUL_ID = "task\x00id"
 
 
 @pytest.fixture(scope="module")
-def server(request: pytest.FixtureRequest, task_redis: RedisProcess) -> Iterator[LiveServer]:
-    env = {
-        "REDIS_URL": task_redis.url,
-        "REDIS_PREFIX": f"mcp_tasks_h_{uuid.uuid4().hex[:10]}",
-    }
-    yield from start_module_server(request, env, label="hostile input")
+def server_env(task_redis: RedisProcess) -> dict[str, str]:
+    return {"REDIS_URL": task_redis.url, "REDIS_PREFIX": f"mcp_tasks_h_{uuid.uuid4().hex[:10]}"}
 
 
 @pytest.fixture(scope="module")
-def worker(server: LiveServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RqWorker]:
+def worker(
+    module_server: LiveServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RqWorker]:
     log = tmp_path_factory.mktemp("hostile-worker") / "worker.log"
-    worker = start_rq_worker(server.env, log, label="hostile rq worker")
+    worker = start_rq_worker(module_server.env, log, label="hostile rq worker")
     try:
-        worker.wait_ready(server.env["REDIS_URL"])
+        worker.wait_ready(module_server.env["REDIS_URL"])
         yield worker
     finally:
         worker.stop()

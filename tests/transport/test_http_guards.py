@@ -34,13 +34,12 @@ KEEPALIVE = 0.5  # seconds between ": ping" comments on a quiet stream
 
 
 @pytest.fixture(scope="module")
-def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    env = {
+def server_env() -> dict[str, str]:
+    return {
         "MCP_TASKS_TEST_MAX_BODY_BYTES": str(MAX_BODY),
         "MCP_TASKS_TEST_ALLOWED_ORIGINS": LISTED_ORIGIN,
         "MCP_TASKS_TEST_SSE_KEEPALIVE": str(KEEPALIVE),
     }
-    yield from start_module_server(request, env, label="guard tests")
 
 
 @pytest.fixture(scope="module")
