@@ -157,6 +157,8 @@ class LiveServer:
     log_path: Path
     label: str = ""
     _log: Any = field(default=None, repr=False)
+    #: Processes that serve with this one (``stop()`` each), stopped with it.
+    companions: list[Any] = field(default_factory=list, repr=False)
 
     @property
     def mcp_url(self) -> str:
@@ -174,6 +176,8 @@ class LiveServer:
             return ""
 
     def stop(self) -> None:
+        for companion in self.companions:
+            companion.stop()
         if self.process.poll() is None:
             self.process.terminate()
             try:

@@ -11,20 +11,23 @@ rq worker, without pinning it (``shared/design.md``, "Input during a task"; issu
 - waiting holds no worker: 200 tasks parked on unanswered questions with one worker, an
   unrelated task still completes, then every parked task completes with its own answer.
 
-Every test runs a live daphne server and real ``manage.py rqworker`` processes on a private
-Redis (``tests.support.worker_fixtures``) with ``tests.support.live_settings``; clients speak the modern tasks
-extension over real HTTP (``tests.support.task_driver``), and the admin's answers go through the task
-service in another process, as the Django admin calls it. Nothing is mocked, and no assertion
+The tests run on live servers and real ``manage.py rqworker`` processes: one server and one
+worker per set of settings (hold window, question timeout), shared by the tests that use
+them, each pair on a private Redis (``tests.support.worker_fixtures``), with
+``tests.support.live_settings``. Clients speak the modern tasks extension over real HTTP
+(``tests.support.task_driver``), and the admin's answers go through the task service in
+another process, as the Django admin calls it. Nothing is mocked, and no assertion
 depends on wall-clock time (timeouts are only safety nets).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,19 +44,16 @@ from tests.support.task_driver import (
     task_capabilities,
     wait_released,
 )
-from tests.support.worker_fixtures import RqWorker
+from tests.support.worker_fixtures import TaskStack, module_redis, module_task_stack
 
 pytestmark = [pytest.mark.live, pytest.mark.redis]
 
 #: The hold window of the tests where nobody answers in time (seconds).
-SHORT_HOLD = "0.5"
+SHORT_HOLD = "0.2"
 #: The hold window of the tests where the answer must reach the same job.
 LONG_HOLD = "120"
 #: How many tasks the no-pinning proof parks on unanswered questions (issue 4, §5).
 PARKED = 200
-
-ServerFactory = Callable[..., LiveServer]
-WorkerFactory = Callable[..., RqWorker]
 
 
 @pytest.fixture
@@ -62,24 +62,54 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-@pytest.fixture
-def stack(task_server: ServerFactory, rq_worker: WorkerFactory) -> Callable[..., LiveServer]:
-    """``stack(hold=..., input_timeout=None)``: a live server and ONE rq worker."""
+@pytest.fixture(scope="module")
+def stacks(request: pytest.FixtureRequest) -> Iterator[Callable[..., TaskStack]]:
+    """``stacks(hold=..., input_timeout=None, maintenance=600)``: the module's live server and
+    ONE rq worker with those settings, started on first use and shared by the module's tests
+    that ask for the same settings, each on a Redis of its own (rq's queues carry no prefix:
+    a worker would take the jobs of another stack's server).
 
-    def start(
-        *, hold: str, input_timeout: str | None = None, maintenance: float = 600
-    ) -> LiveServer:
-        # Housekeeping is slow by default, so tests that run it themselves don't race the
-        # worker's own run; the idle-worker test shortens it.
-        env = {
-            "MCP_TASKS_TEST_INPUT_HOLD_WINDOW": hold,
-            "MCP_TASKS_TEST_MAINTENANCE_INTERVAL": str(maintenance),
-        }
-        if input_timeout is not None:
-            env["MCP_TASKS_TEST_INPUT_TIMEOUT"] = input_timeout
-        server = task_server(env)
-        rq_worker(server)
-        return server
+    Housekeeping is slow by default, so tests that run it themselves don't race the worker's
+    own run; the idle-worker test shortens it. Every test ends its tasks or leaves them
+    parked (no job holds the worker), so the next test's tasks never wait behind them."""
+    started: dict[tuple[str, str | None, float], TaskStack] = {}
+    with contextlib.ExitStack() as cleanup:
+
+        def get(
+            *, hold: str, input_timeout: str | None = None, maintenance: float = 600
+        ) -> TaskStack:
+            settings = (hold, input_timeout, maintenance)
+            if settings not in started:
+                label = f"hold {hold}, input timeout {input_timeout}, housekeeping {maintenance}"
+                redis = cleanup.enter_context(
+                    contextlib.contextmanager(module_redis)(request, f"{label}: redis")
+                )
+                env = {
+                    "MCP_TASKS_TEST_INPUT_HOLD_WINDOW": hold,
+                    "MCP_TASKS_TEST_MAINTENANCE_INTERVAL": str(maintenance),
+                }
+                if input_timeout is not None:
+                    env["MCP_TASKS_TEST_INPUT_TIMEOUT"] = input_timeout
+                started[settings] = cleanup.enter_context(
+                    contextlib.contextmanager(module_task_stack)(request, redis, env, label=label)
+                )
+            return started[settings]
+
+        yield get
+
+
+@pytest.fixture
+def stack(
+    request: pytest.FixtureRequest, stacks: Callable[..., TaskStack]
+) -> Callable[..., LiveServer]:
+    """``stack(hold=..., input_timeout=None, maintenance=600)``: the server of
+    :func:`stacks` for those settings; its and its worker's output go to a failed test's
+    report."""
+
+    def start(**settings: Any) -> LiveServer:
+        found = stacks(**settings)
+        found.attach(request)
+        return found.server
 
     return start
 
@@ -314,7 +344,7 @@ async def test_idle_worker_times_out_questions_without_a_cron(
     """With only ``manage.py rqworker`` running (no ``mcp_tasks_cleanup`` cron), the worker's
     own housekeeping (every TASK_MAINTENANCE_INTERVAL seconds) times the question out.
 
-    The job lets go of the task after the 0.5 s hold window, before the question's 1 s
+    The job lets go of the task after the 0.2 s hold window, before the question's 1 s
     timeout: only the housekeeping can expire it. (Not waited for: the parked state lasts
     at most a housekeeping period, shorter than a process start under load.)"""
     server = stack(hold=SHORT_HOLD, input_timeout="1", maintenance=MAINTENANCE_INTERVAL)
@@ -482,7 +512,7 @@ async def test_parked_tasks_hold_no_worker(
     """200 tasks wait for answers with ONE worker; an unrelated task still completes; then all
     200 are answered — half through ``tasks/update``, half through the task service as the
     admin does — and each completes with its own answer."""
-    server = stack(hold="0.2")
+    server = stack(hold=SHORT_HOLD)
     client = client_for(http, server, "elicitation")
     numbers = list(range(PARKED))
     task_ids = await gather_limited(

@@ -5,10 +5,10 @@ does: ``tools/call`` → ``CreateTaskResult``, then poll ``tasks/get``; when the
 ``inputRequests`` it answers them with ``tasks/update`` through handlers keyed by method
 (``elicitation/create``, ``sampling/createMessage``, ``roots/list``).
 
-:func:`django_shell` runs Python in a fresh process with a live server's environment
+:func:`django_shell` runs Python in another process with a live server's environment
 (settings, database, Redis), the way an operator's ``manage.py shell`` — or the Django admin —
-reaches the same task service the web processes use. Its last statement's ``result`` comes back
-as JSON. :func:`wait_released` uses it to wait until tasks parked on a question are held by no
+reaches the same task service the web processes use: the server's :class:`AdminShell`, started
+at its first use. Its last statement's ``result`` comes back as JSON. :func:`wait_released` uses it to wait until tasks parked on a question are held by no
 worker.
 """
 
@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -203,45 +205,108 @@ def structured_of(task: dict[str, Any]) -> Any:
 
 # -- the admin shell ------------------------------------------------------------------------
 
-_BOOT = """
-import json, sys
+#: The admin shell's loop: one JSON request per line in (code and variables), one reply per
+#: line out (the ``result`` the code set, or the traceback it raised). What the code prints
+#: goes to the shell's log, not into the replies.
+_SERVE = """
+import json, sys, traceback
 import django
 django.setup()
-variables = json.loads(sys.argv[2])
-namespace = dict(variables)
-exec(compile(sys.argv[1], "<django_shell>", "exec"), namespace)
-print("@@result@@" + json.dumps(namespace.get("result"), default=str))
+from django.db import connections
+replies, sys.stdout = sys.stdout, sys.stderr
+for line in sys.stdin:
+    request = json.loads(line)
+    namespace = dict(request["variables"])
+    try:
+        exec(compile(request["code"], "<django_shell>", "exec"), namespace)
+        reply = json.dumps({"result": namespace.get("result")}, default=str)
+    except BaseException:
+        reply = json.dumps({"error": traceback.format_exc()})
+    finally:
+        connections.close_all()
+    replies.write(reply + "\\n")
+    replies.flush()
 """
+
+
+class AdminShell:
+    """A Django process with a live server's environment that runs the code it is sent, one
+    snippet at a time, as a long-running admin process would. :meth:`of` starts one per
+    server, at its first use; it stops with the server."""
+
+    def __init__(self, server: LiveServer) -> None:
+        self.log_path = server.log_path.with_name(f"{server.log_path.stem}-admin-shell.log")
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _SERVE],
+            cwd=ROOT,
+            env=server.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, server: LiveServer) -> AdminShell:
+        for companion in server.companions:
+            if isinstance(companion, cls) and companion.process.poll() is None:
+                return companion
+        shell = cls(server)
+        server.companions.append(shell)
+        return shell
+
+    def run(self, code: str, variables: Mapping[str, Any], timeout: float) -> Any:
+        """The ``result`` ``code`` set; AssertionError with the traceback when it raised, or
+        when the shell died or ``timeout`` seconds passed (the shell is then killed)."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        with self._lock:
+            self.process.stdin.write(json.dumps({"code": code, "variables": variables}) + "\n")
+            self.process.stdin.flush()
+            killed = threading.Event()
+
+            def kill() -> None:
+                killed.set()
+                self.process.kill()
+
+            watchdog = threading.Timer(timeout, kill)
+            watchdog.start()
+            try:
+                line = self.process.stdout.readline()
+            finally:
+                watchdog.cancel()
+        if not line:
+            self.process.wait()
+            why = f"killed after {timeout:g} s" if killed.is_set() else "it ended"
+            raise AssertionError(
+                f"django_shell: no reply ({why}, exit code {self.process.returncode}):\n"
+                f"{self.output()}"
+            )
+        reply = json.loads(line)
+        if "error" in reply:
+            raise AssertionError(f"django_shell failed:\n{reply['error']}\n{self.output()}")
+        return reply["result"]
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout, self._log):
+            if stream is not None:
+                stream.close()
 
 
 async def django_shell(
     server: LiveServer, code: str, timeout: float = 120.0, **variables: Any
 ) -> Any:
-    """Run ``code`` (with ``variables`` as globals) in a new process with ``server``'s
-    environment; returns the JSON-decoded ``result`` it set."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        _BOOT,
-        textwrap.dedent(code),
-        json.dumps(variables),
-        cwd=ROOT,
-        env=server.env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise
-    out = stdout.decode(errors="replace")
-    if process.returncode != 0 or "@@result@@" not in out:
-        raise AssertionError(
-            f"django_shell failed ({process.returncode}):\n{out}\n{stderr.decode(errors='replace')}"
-        )
-    return json.loads(out.rsplit("@@result@@", 1)[1].strip())
+    """Run ``code`` (with ``variables`` as globals) in ``server``'s :class:`AdminShell`;
+    returns the JSON-decoded ``result`` it set. Calls on one server run one at a time."""
+    shell = AdminShell.of(server)
+    return await asyncio.to_thread(shell.run, textwrap.dedent(code), variables, timeout)
 
 
 async def wait_released(server: LiveServer, task_ids: list[str], timeout: float = 120.0) -> None:
