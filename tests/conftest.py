@@ -482,3 +482,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                 (f"live server output ({server.label}, {server.url})", server.output())
             )
     return report
+
+
+#: The node ids of every test this session collected, each with its marker names, taken
+#: before ``-m``, ``-k`` or ``--deselect`` set any aside (``tests/suite/test_markers.py``).
+COLLECTED = pytest.StashKey[dict[str, set[str]]]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    config.stash[COLLECTED] = {
+        item.nodeid: {marker.name for marker in item.iter_markers()} for item in items
+    }

@@ -2,9 +2,10 @@
 ``pytest -m cancel`` runs all of them wherever they live.
 
 The rule is read from the names: a collected test whose name (parameters included) says
-``cancel`` must be marked, unless :data:`NOT_CANCELLATION` lists it. The suite is collected
-in a subprocess (``--collect-only -m "not cancel"``), so the check sees every test however
-this run was selected.
+``cancel`` must be marked, unless :data:`NOT_CANCELLATION` lists it. The check sees every
+test however this run was selected: it reads this session's collection (``conftest.py``
+keeps it before ``-m`` or ``-k`` set tests aside) when the session collected the whole suite,
+and collects the suite in a subprocess otherwise.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
-from tests.conftest import ROOT
+import pytest
+
+from tests.conftest import COLLECTED, ROOT
 
 #: Tests named for a ``cancel`` that is not the cancellation of a task or a request.
 NOT_CANCELLATION = {
@@ -36,8 +40,17 @@ NOT_CANCELLATION = {
 }
 
 
+def whole_suite_collected(config: pytest.Config) -> bool:
+    """Whether this session collected every test (it may still run only some)."""
+    return (
+        [Path(arg).resolve() for arg in config.args] in ([ROOT / "tests"], [ROOT])
+        and not config.getoption("ignore")
+        and not config.getoption("ignore_glob")
+    )
+
+
 @functools.cache
-def collected(*options: str) -> list[str]:
+def collected_in_a_subprocess() -> list[str]:
     result = subprocess.run(
         [
             sys.executable,
@@ -47,7 +60,9 @@ def collected(*options: str) -> list[str]:
             "-q",
             "-p",
             "no:cacheprovider",
-            *options,
+            "tests",
+            "-m",
+            "not cancel",
         ],
         cwd=ROOT,
         env={**os.environ, "PYTEST_ADDOPTS": ""},
@@ -60,24 +75,35 @@ def collected(*options: str) -> list[str]:
     return [line for line in result.stdout.splitlines() if "::" in line]
 
 
+@pytest.fixture
+def unmarked(request: pytest.FixtureRequest) -> list[str]:
+    """The node ids of the suite's tests without the ``cancel`` marker: from this session's
+    collection when it collected the whole suite, else from a collection of its own."""
+    config = request.config
+    if whole_suite_collected(config):
+        return [
+            node for node, markers in config.stash[COLLECTED].items() if "cancel" not in markers
+        ]
+    return collected_in_a_subprocess()
+
+
 def without_parameters(node_id: str) -> str:
     return re.sub(r"\[[^\]]*\]$", "", node_id)
 
 
-def test_every_test_named_for_a_cancel_carries_the_cancel_marker() -> None:
-    unmarked = [
+def test_every_test_named_for_a_cancel_carries_the_cancel_marker(unmarked: list[str]) -> None:
+    named = [
         node_id
-        for node_id in collected("tests", "-m", "not cancel")
+        for node_id in unmarked
         if "cancel" in node_id.rsplit("::", 1)[-1].lower()
         and node_id not in NOT_CANCELLATION
         and without_parameters(node_id) not in NOT_CANCELLATION
     ]
-    assert not unmarked, (
-        "add @pytest.mark.cancel (or list them in NOT_CANCELLATION):\n" + "\n".join(unmarked)
+    assert not named, "add @pytest.mark.cancel (or list them in NOT_CANCELLATION):\n" + "\n".join(
+        named
     )
 
 
-def test_the_listed_exceptions_exist_and_are_not_marked() -> None:
-    unmarked = collected("tests", "-m", "not cancel")
+def test_the_listed_exceptions_exist_and_are_not_marked(unmarked: list[str]) -> None:
     names = set(unmarked) | {without_parameters(node_id) for node_id in unmarked}
     assert sorted(NOT_CANCELLATION - names) == []
