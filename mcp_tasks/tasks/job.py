@@ -49,6 +49,12 @@ class TaskSuspended(BaseException):
     ends, the task stays ``input_required`` and resumes on a new job when answered."""
 
 
+class QuestionFailed(BaseException):
+    """A question could not be stored, or its answer read back (the database refused): the
+    task fails with the reason rather than let the tool go on as if it had been dismissed.
+    A ``BaseException``, so that no ``except Exception`` in the tool swallows it."""
+
+
 def _loop() -> asyncio.AbstractEventLoop:
     loop = getattr(_loops, "loop", None)
     if loop is None or loop.is_closed():
@@ -147,7 +153,6 @@ class TaskBackend:
         self._check_running()
         first = self.sequence + 1
         self.sequence += len(questions)
-        keys: list[str | None]
         self.watch.changed.clear()  # from here on, the wake-up of an answer is kept
         try:
             rows = await db(service.ask_all)(
@@ -159,18 +164,21 @@ class TaskBackend:
                 ],
                 self.runtime.name,
             )
-            keys = [row.key for row in rows]
-            answers = [service.answer_in(row) for row in rows]  # replayed: already answered
         except (service.ReplayMismatch, service.TaskEnded):
             raise
-        except Exception:
+        except Exception as exc:
+            # Never an answer the user did not give: a tool told "cancelled" here would go
+            # on and end with a wrong result that looks right.
             logger.exception(
                 "could not record the questions of task %s",
                 self.task.id,
                 extra=log_fields.of(self.task),
             )
-            keys = [None] * len(questions)
-            answers = [None] * len(questions)
+            raise QuestionFailed(
+                f"its question could not be recorded ({type(exc).__name__}: {exc})"
+            ) from exc
+        keys: list[str | None] = [row.key for row in rows]
+        answers = [service.answer_in(row) for row in rows]  # replayed: already answered
         if not _all_answered(keys, answers):
             try:
                 session_id = self.task.session_id if self.snapshot.era == "legacy" else None
@@ -190,7 +198,7 @@ class TaskBackend:
             else:
                 answers = await self._hold(keys, answers)
         return [
-            self._unanswerable(question.method, "the question could not be asked")
+            self._unanswerable(question.method, "the question could not be announced")
             if key is None
             else self._unanswerable(question.method, "the question timed out")
             if answer == service.EXPIRED
@@ -249,11 +257,21 @@ class TaskBackend:
     async def _hold(self, keys: list[str | None], answers: list[Any]) -> list[Any]:
         """Wait up to ``INPUT_HOLD_WINDOW`` for every answer (woken by the runtime, not by
         polling), without holding a slot meanwhile; past it, let the task go."""
-        if trace_hook.tracer is None:
-            return await self._wait(keys, answers)
-        attributes = {"mcp_tasks.task.id": self.task.id, "mcp_tasks.question.count": len(keys)}
-        with trace_hook.tracer.span("task wait for answers", attributes):
-            return await self._wait(keys, answers)
+        try:
+            if trace_hook.tracer is None:
+                return await self._wait(keys, answers)
+            attributes = {"mcp_tasks.task.id": self.task.id, "mcp_tasks.question.count": len(keys)}
+            with trace_hook.tracer.span("task wait for answers", attributes):
+                return await self._wait(keys, answers)
+        except Exception as exc:
+            logger.exception(
+                "could not read the answers of task %s",
+                self.task.id,
+                extra=log_fields.of(self.task),
+            )
+            raise QuestionFailed(
+                f"its answer could not be read ({type(exc).__name__}: {exc})"
+            ) from exc
 
     async def _wait(self, keys: list[str | None], answers: list[Any]) -> list[Any]:
         deadline = time.monotonic() + get_config()["INPUT_HOLD_WINDOW"]
@@ -403,6 +421,10 @@ async def execute(
                     raise
                 return  # the task was cancelled: its status already says so
             except (TaskSuspended, service.TaskEnded):
+                return
+            except QuestionFailed as exc:
+                message = f"The task stopped: {exc}"
+                await fail(task.id, {"code": INTERNAL_ERROR, "message": message}, message)
                 return
             except service.ReplayMismatch as exc:
                 await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
