@@ -99,6 +99,25 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a tasks/get of a working task may wait for the task's next change before it
     # answers (it answers at once when the task changes; 0: always at once).
     "TASK_GET_HOLD": 0.5,
+    # --- clients without the tasks extension (README "Clients without tasks") ---
+    # A task tool called by a client that does not speak tasks (most hosts) still runs as a
+    # task: the call waits INLINE_WINDOW seconds for it, then answers with a handle, and
+    # companion tools (COMPANION_TOOLS) check, answer, cancel and list such tasks. False:
+    # such a call runs an optional tool inline and refuses a required one (-32021).
+    "TASKS_FOR_ALL_CLIENTS": True,
+    # Seconds such a call waits for its task before it answers with a handle (progress and
+    # questions meanwhile where the client takes them); TaskConfig(inline_window=...). Keep
+    # it well under the clients' request timeout (60 s in the TypeScript SDK).
+    "INLINE_WINDOW": 20.0,
+    # The longest wait of the check tool: it answers at the task's next change or then.
+    "CHECK_WAIT": 20.0,
+    # Names of the companion tools, listed only to clients without the tasks extension.
+    "COMPANION_TOOLS": {
+        "check": "check_task",
+        "answer": "answer_task",
+        "cancel": "cancel_task",
+        "list": "list_tasks",
+    },
     # rq job timeout in seconds; TaskConfig(timeout=...).
     "TASK_TIMEOUT": 3600,
     # Tools a TaskWorker process runs at once (async tools on its event loop, sync tools on

@@ -50,6 +50,10 @@ class TaskConfig:
     ``concurrency``: at most that many of the tool's tasks run at once across all workers
     (with ``concurrency_key``, per value of that argument); the others wait, holding no
     worker slot. ``retries``: a :class:`~mcp_tasks.authoring.retries.Retry` for transient failures.
+
+    ``inline_window`` (seconds): how long a call from a client without the tasks extension
+    waits for the task before it answers with a handle (None: ``INLINE_WINDOW``; 0: a
+    handle at once).
     """
 
     mode: TaskMode = "optional"
@@ -64,6 +68,7 @@ class TaskConfig:
     concurrency: int | None = None
     concurrency_key: str | None = None
     retries: Retry | None = None
+    inline_window: float | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ("forbidden", "optional", "required"):
@@ -81,6 +86,14 @@ class TaskConfig:
         if self.concurrency_key is not None and self.concurrency is None:
             raise ImproperlyConfigured(
                 "TaskConfig(concurrency_key=...) needs concurrency=N: how many run at once per value"
+            )
+        if self.inline_window is not None and (
+            not isinstance(self.inline_window, int | float)
+            or isinstance(self.inline_window, bool)
+            or not 0 <= self.inline_window < float("inf")
+        ):
+            raise ImproperlyConfigured(
+                f"TaskConfig(inline_window={self.inline_window!r}): use seconds >= 0, or None"
             )
         if self.retries is not None and not isinstance(self.retries, Retry):
             raise ImproperlyConfigured(

@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import mcp_types as types
 from pydantic import BaseModel, ValidationError
@@ -41,11 +41,13 @@ from ..core.jsonrpc import (
     wire_dict,
 )
 from ..exceptions import InputRequired, ProtocolError
+from .companion_tools import CompanionTools
 from .constants import LEGACY_TASKS_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS, TASKS_EXTENSION
 from .envelope import check_param_headers
 from .request import RequestInfo, Sink
 from .request_backend import RequestBackend, gather_answers, input_required_result, make_context
 from .stored import require_storable
+from .task_handles import TaskHandles, companion_names
 
 logger = logging.getLogger("mcp_tasks.protocol")
 
@@ -177,12 +179,46 @@ async def set_log_level(
 
 
 async def list_tools(
-    server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any], *, tasks: bool
+    server: MCPServer,
+    info: RequestInfo,
+    sink: Sink,
+    params: dict[str, Any],
+    *,
+    tasks: bool,
+    companions: CompanionTools | None = None,
 ) -> dict[str, Any]:
     _no_cursor(params)
-    task_support = info.protocol_version == LEGACY_TASKS_VERSION and tasks
     tools = await visible(list(server.tools.values()), info.principal)
+    if companions is not None and TaskHandles.serves(info):
+        return {"tools": plain_client_tools(tools, companions)}
+    task_support = info.protocol_version == LEGACY_TASKS_VERSION and tasks
     return {"tools": [tool.definition(task_support=task_support) for tool in tools]}
+
+
+def plain_client_tools(tools: list[ToolSpec], companions: CompanionTools) -> list[dict[str, Any]]:
+    """The tools as a client without the tasks extension sees them: a task tool may answer
+    with a handle, so it lists no ``outputSchema`` (clients check results against it) and its
+    description says what to do with a handle; the companion tools follow when the caller
+    may use a task tool."""
+    names = companion_names()
+    listed = []
+    for tool in tools:
+        definition = tool.definition()
+        if tool.task.mode != "forbidden":
+            definition.pop("outputSchema", None)
+            window = tool.task.inline_window
+            seconds = float(get_config()["INLINE_WINDOW"] if window is None else window)
+            note = (
+                f"Runs in the background: if it has not finished within {seconds:g} seconds, "
+                f"its result says so and gives a task_id; then call `{names.check}` with that "
+                "task_id for the result."
+            )
+            description = definition.get("description")
+            definition["description"] = f"{description}\n\n{note}" if description else note
+        listed.append(definition)
+    if any(tool.task.mode != "forbidden" for tool in tools):
+        listed += companions.definitions()
+    return listed
 
 
 async def call_tool(
@@ -192,8 +228,16 @@ async def call_tool(
     params: dict[str, Any],
     *,
     start_task: TaskStarter | None,
+    companions: CompanionTools | None = None,
 ) -> dict[str, Any]:
-    """A plain call, or (``start_task``: a task engine is configured) the start of a task."""
+    """A plain call, or (``start_task``: a task engine is configured) the start of a task;
+    for a client without the tasks extension (``companions``), a task followed for a
+    window, or one of the companion tools."""
+    handles = companions is not None and TaskHandles.serves(info)
+    if companions is not None and handles:
+        role = companions.role_of(str(params.get("name")))
+        if role is not None and params.get("name") not in server.tools:
+            return await companions.call(role, server, info, sink, params)
     name, arguments, tool = await _named(server.tools, "tool", info, params)
     if info.modern:
         check_param_headers(tool.input_schema, arguments, info.headers)
@@ -202,9 +246,13 @@ async def call_tool(
     except ValueError as exc:
         return error_result(str(exc))
 
-    if _runs_as_task(tool, info, params, tasks=start_task is not None):
+    how = _how_it_runs(tool, info, params, tasks=start_task is not None, handles=handles)
+    if how == "task":
         assert start_task is not None
         return await start_task(tool, validated, info, sink, params)
+    if how == "handle":
+        assert companions is not None
+        return await companions.handles.call(tool, validated, info, sink, params)
 
     answers = gather_answers(info, params, "tools/call", name, arguments)
     backend = RequestBackend(info, sink, answers)
@@ -214,14 +262,16 @@ async def call_tool(
         return input_required_result(exc, backend, info, "tools/call", name, arguments)
 
 
-def _runs_as_task(
-    tool: ToolSpec, info: RequestInfo, params: dict[str, Any], *, tasks: bool
-) -> bool:
-    """Whether this call becomes a task: the server decides, within what the client allows.
+def _how_it_runs(
+    tool: ToolSpec, info: RequestInfo, params: dict[str, Any], *, tasks: bool, handles: bool
+) -> Literal["task", "handle", "inline"]:
+    """How this call runs: the server decides, within what the client allows.
 
-    Modern era: the client declared the tasks extension in this request. 2025-11-25
-    sessions: the client asked with ``params.task`` (the experimental tasks of that
-    revision). A tool that only runs as a task, called without them, is refused.
+    ``task``: the client asked for a task (modern era: the tasks extension declared in this
+    request; 2025-11-25 sessions: ``params.task``, the experimental tasks of that
+    revision). ``handle``: a task tool called by a client without the tasks extension
+    (``handles``), followed for a window (:mod:`.task_handles`). Otherwise ``inline``; a
+    tool that only runs as a task is then refused.
     """
     mode = tool.task.mode
     if not tasks:
@@ -236,7 +286,13 @@ def _runs_as_task(
             )
     else:
         wanted = False
-    if mode == "required" and not wanted:
+    if mode == "forbidden":
+        return "inline"
+    if wanted:
+        return "task"
+    if handles:
+        return "handle"
+    if mode == "required":
         if info.modern:
             raise ProtocolError(
                 MISSING_CLIENT_CAPABILITY,
@@ -248,7 +304,7 @@ def _runs_as_task(
             f"Tool {tool.name!r} requires task-augmented invocation (params.task, protocol "
             f"{LEGACY_TASKS_VERSION}, or the {TASKS_EXTENSION} extension of {MODERN_VERSIONS[0]})",
         )
-    return wanted and mode != "forbidden"
+    return "inline"
 
 
 # -- prompts ----------------------------------------------------------------------------

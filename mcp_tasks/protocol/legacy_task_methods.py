@@ -8,22 +8,19 @@ blocks and carries the task's questions on its stream).
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 from django.core import signing
 
 from ..authoring.registry import MCPServer
-from ..core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, error_object
-from ..core.task_contract import InvalidAnswer, TaskNotFound
-from ..exceptions import ProtocolError, ToolError
+from ..core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from ..core.task_contract import TaskNotFound
+from ..exceptions import ProtocolError
 from .constants import LEGACY_TASKS_VERSION
-from .ports import QuestionView, TaskEngine, TaskView
+from .ports import TaskEngine, TaskView
+from .question_relay import QuestionRelay
 from .request import RequestInfo, Sink
-from .stored import require_storable
-from .task_shapes import legacy_task, not_found, related, task_id_of
-
-logger = logging.getLogger("mcp_tasks.protocol")
+from .task_shapes import failure, legacy_task, not_found, related, task_id_of
 
 PAGE_SIZE = 50
 _CURSOR_SALT = "mcp_tasks.tasks_list_cursor"
@@ -51,6 +48,7 @@ class LegacyTaskMethods:
 
     def __init__(self, engine: TaskEngine) -> None:
         self.engine = engine
+        self.relay = QuestionRelay(engine)
 
     async def _task(self, info: RequestInfo, params: dict[str, Any], method: str) -> TaskView:
         _require_revision(info, method)
@@ -107,65 +105,18 @@ class LegacyTaskMethods:
             for pending in relayed.values():
                 pending.cancel()
         if task.status == "failed":
-            error = task.error or error_object(INTERNAL_ERROR, "The task failed")
-            raise ProtocolError(
-                error.get("code", INTERNAL_ERROR),
-                error.get("message", "The task failed"),
-                error.get("data"),
-            )
+            raise failure(task)
         if task.status == "cancelled":
             raise ProtocolError(INTERNAL_ERROR, "The task was cancelled")
         result = dict(task.result or {"content": []})
         result["_meta"] = {**(result.get("_meta") or {}), **related(task.id)}
         return result
 
-    async def _relay(
-        self, task_id: str, question: QuestionView, principal_scope: str, sink: Sink
-    ) -> None:
-        """Send one of the task's questions on a stream that claimed it; the reply goes to
-        the one answer path. Without a usable answer the claim is released, so it is asked
-        again."""
-        params = {**question.params, "_meta": related(task_id)}
-        answered = False
-        try:
-            reply = await sink.request(question.method, params)
-            require_storable(reply, "the reply")
-            answered = await self.engine.answer(
-                task_id, question.key, reply, principal_scope, strict=False
-            )
-        except ToolError as exc:
-            logger.info(
-                "question %s of task %s was not answered: %s",
-                question.key,
-                task_id,
-                exc,
-                extra={"task_id": task_id, "principal": principal_scope},
-            )
-        except (InvalidAnswer, ProtocolError) as exc:
-            logger.info(
-                "ignored an invalid answer to %s of task %s: %s",
-                question.key,
-                task_id,
-                exc,
-                extra={"task_id": task_id, "principal": principal_scope},
-            )
-        finally:
-            if not answered:
-                await self.engine.release_relay(task_id, question.key)
-
     async def relay_questions(
         self, task_id: str, principal_scope: str, sink: Sink, relayed: dict[str, asyncio.Task[None]]
     ) -> None:
-        """Send the task's waiting questions on this stream, each one once per session: a
-        question another stream has claimed is left to it (and retried here if released)."""
-        for question in await self.engine.waiting_questions(task_id, principal_scope):
-            running = relayed.get(question.key)
-            if running is not None and not running.done():
-                continue
-            if await self.engine.claim_relay(task_id, question.key):
-                relayed[question.key] = asyncio.ensure_future(
-                    self._relay(task_id, question, principal_scope, sink)
-                )
+        """Send the task's waiting questions on this stream (:class:`.QuestionRelay`)."""
+        await self.relay.relay_questions(task_id, principal_scope, sink, relayed)
 
     async def status(self, task_id: str, session_id: str) -> dict[str, Any] | None:
         """``notifications/tasks/status`` params for a task of this session, else None."""

@@ -7,9 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import handlers
+from .companion_tools import CompanionTools
 from .handlers import Handler
 from .legacy_task_methods import LegacyTaskMethods
 from .ports import TaskEngine
+from .task_handles import TaskHandles
 from .task_methods import TaskMethods
 
 #: Methods whose modern results carry caching hints (``ttlMs``, ``cacheScope``).
@@ -40,11 +42,18 @@ def method_tables(engine: TaskEngine | None) -> MethodTables:
     eras are served."""
     tasks = TaskMethods(engine) if engine is not None else None
     legacy_tasks = LegacyTaskMethods(engine) if engine is not None else None
+    companions = (
+        CompanionTools(TaskHandles(tasks, legacy_tasks.relay))
+        if tasks is not None and legacy_tasks is not None
+        else None
+    )
     has_tasks = tasks is not None
     common: dict[str, Handler] = {
-        "tools/list": functools.partial(handlers.list_tools, tasks=has_tasks),
+        "tools/list": functools.partial(
+            handlers.list_tools, tasks=has_tasks, companions=companions
+        ),
         "tools/call": functools.partial(
-            handlers.call_tool, start_task=tasks.start if tasks else None
+            handlers.call_tool, start_task=tasks.start if tasks else None, companions=companions
         ),
         "prompts/list": handlers.list_prompts,
         "prompts/get": handlers.get_prompt,

@@ -32,10 +32,19 @@ def _binding(principal: str, method: str, target: str, arguments: Any) -> list[s
 
 
 def seal(
-    answers: dict[str, Any], *, principal: str, method: str, target: str, arguments: Any
+    answers: dict[str, Any],
+    *,
+    principal: str,
+    method: str,
+    target: str,
+    arguments: Any,
+    task_id: str | None = None,
 ) -> str:
-    """Return an opaque token carrying the answers gathered so far."""
-    payload = {"b": _binding(principal, method, target, arguments), "a": answers}
+    """Return an opaque token carrying the answers gathered so far (and, for a call that
+    follows a task, the task's id)."""
+    payload: dict[str, Any] = {"b": _binding(principal, method, target, arguments), "a": answers}
+    if task_id is not None:
+        payload["t"] = task_id
     return signing.dumps(payload, salt=_SALT, compress=True)
 
 
@@ -43,6 +52,16 @@ def unseal(
     token: Any, *, principal: str, method: str, target: str, arguments: Any
 ) -> dict[str, Any]:
     """Verify ``token`` for this request and return its answers, or raise ``-32602``."""
+    answers, _ = unseal_with_task(
+        token, principal=principal, method=method, target=target, arguments=arguments
+    )
+    return answers
+
+
+def unseal_with_task(
+    token: Any, *, principal: str, method: str, target: str, arguments: Any
+) -> tuple[dict[str, Any], str | None]:
+    """:func:`unseal`, and the task id sealed with the answers (None: no task)."""
     invalid = ProtocolError(
         INVALID_PARAMS,
         "Invalid requestState: expired, tampered with, or not issued for this request",
@@ -57,7 +76,7 @@ def unseal(
         principal, method, target, arguments
     ):
         raise invalid
-    answers = payload.get("a")
-    if not isinstance(answers, dict):
+    answers, task_id = payload.get("a"), payload.get("t")
+    if not isinstance(answers, dict) or not isinstance(task_id, str | None):
         raise invalid
-    return answers
+    return answers, task_id

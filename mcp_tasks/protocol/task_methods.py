@@ -128,6 +128,31 @@ class TaskMethods:
     def __init__(self, engine: TaskEngine) -> None:
         self.engine = engine
 
+    async def create(
+        self,
+        tool: ToolSpec,
+        validated: dict[str, Any],
+        info: RequestInfo,
+        sink: Sink,
+        params: dict[str, Any],
+    ) -> TaskView | dict[str, Any]:
+        """The task, durable and queued; or the ``input_required`` round of its
+        ``TaskConfig.prepare`` (modern era), before any task exists."""
+        _require_storable_request(info, params)
+        prepared, pending = await _prepare(tool, validated, info, sink, params)
+        if pending is not None:
+            return pending
+        try:
+            return await self.engine.create(_new_task(tool, info, params, prepared))
+        except QuotaExceeded as exc:
+            raise ProtocolError(
+                TASK_QUOTA_EXCEEDED,
+                f"Task not started: {exc}; retry once some of them have finished",
+                {"limit": exc.setting, "max": exc.limit, "retryAfter": QUOTA_RETRY_AFTER},
+            ) from None
+        except RuntimeError as exc:
+            raise ProtocolError(INTERNAL_ERROR, f"Could not start the task: {exc}") from exc
+
     async def start(
         self,
         tool: ToolSpec,
@@ -137,20 +162,9 @@ class TaskMethods:
         params: dict[str, Any],
     ) -> dict[str, Any]:
         """``tools/call`` answered with a ``CreateTaskResult`` once the task is durable."""
-        _require_storable_request(info, params)
-        prepared, pending = await _prepare(tool, validated, info, sink, params)
-        if pending is not None:
-            return pending
-        try:
-            task = await self.engine.create(_new_task(tool, info, params, prepared))
-        except QuotaExceeded as exc:
-            raise ProtocolError(
-                TASK_QUOTA_EXCEEDED,
-                f"Task not started: {exc}; retry once some of them have finished",
-                {"limit": exc.setting, "max": exc.limit, "retryAfter": QUOTA_RETRY_AFTER},
-            ) from None
-        except RuntimeError as exc:
-            raise ProtocolError(INTERNAL_ERROR, f"Could not start the task: {exc}") from exc
+        task = await self.create(tool, validated, info, sink, params)
+        if isinstance(task, dict):
+            return task
         if not info.modern:
             return {"task": legacy_task(task)}
         return {"resultType": "task", **task_fields(task)}
@@ -212,7 +226,7 @@ class TaskMethods:
                 else:
                     answerable[key] = response
         try:
-            failed = await self._record_answers(task_id, info.principal.scope, answerable)
+            failed = await self.record_answers(task_id, info.principal.scope, answerable)
         except TaskNotFound:
             raise not_found() from None
         if not isinstance(responses, dict):
@@ -227,7 +241,7 @@ class TaskMethods:
             )
         return {}
 
-    async def _record_answers(
+    async def record_answers(
         self, task_id: str, principal_scope: str, responses: dict[str, Any]
     ) -> list[str]:
         """Answer the caller's task (``TaskNotFound`` if it is not theirs), each response in

@@ -89,6 +89,17 @@ def detailed_task(task: TaskView, questions: Sequence[QuestionView] = ()) -> dic
     return fields
 
 
+def failure(task: TaskView) -> ProtocolError:
+    """The JSON-RPC error of a ``failed`` task: what its call would have answered."""
+    error = task.error if isinstance(task.error, dict) else {}
+    code = error.get("code")
+    return ProtocolError(
+        code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR,
+        str(error.get("message") or "The task failed"),
+        error.get("data"),
+    )
+
+
 def related(task_id: str) -> dict[str, Any]:
     """The ``_meta`` that ties a message to its task (2025-11-25)."""
     return {META_RELATED_TASK: {"taskId": task_id}}

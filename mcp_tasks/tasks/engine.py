@@ -11,7 +11,7 @@ from typing import Any
 
 from ..core.db import db
 from ..core.task_contract import NewTask
-from ..models import InputRequest, Task
+from ..models import ACTIVE_STATUSES, InputRequest, Task
 from . import service
 
 
@@ -30,6 +30,10 @@ def _waiting_questions(task_id: str, principal_scope: str) -> list[InputRequest]
 
 def _page(principal_scope: str, offset: int, limit: int) -> list[Task]:
     return list(service.list_tasks(principal_scope)[offset : offset + limit])
+
+
+def _unfinished(principal_scope: str, limit: int) -> list[Task]:
+    return list(service.list_tasks(principal_scope).filter(status__in=ACTIVE_STATUSES)[:limit])
 
 
 def _of_session(task_id: str, session_id: str) -> Task | None:
@@ -72,6 +76,9 @@ class Engine:
 
     async def page(self, principal_scope: str, offset: int, limit: int) -> list[Task]:
         return await db(_page)(principal_scope, offset, limit)
+
+    async def unfinished(self, principal_scope: str, limit: int) -> list[Task]:
+        return await db(_unfinished)(principal_scope, limit)
 
     async def owned(self, task_ids: list[str], principal_scope: str) -> list[str]:
         return await service.aowned_task_ids(task_ids, principal_scope)

@@ -1,0 +1,279 @@
+"""Background work for clients without the tasks extension (most hosts).
+
+A task tool they call still becomes a task. The call waits a bounded window for it
+(:meth:`TaskHandles.follow`): the task's progress goes out as ``notifications/progress``
+when the request carries a progress token, and its questions are asked inline where the
+client can answer them (legacy era: on the call's stream; modern era: an MRTR round whose
+``requestState`` names the task, so that the retry goes on with the same task). A task that
+ends inside the window answers exactly as the call would have; otherwise the call answers
+with a handle (:func:`~.handle_shapes.handle_result`). The companion tools
+(:mod:`.companion_tools`) follow the same tasks through the same engine, the same answer
+path and the same scoping as ``tasks/*``: this is the tasks API seen through tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..authoring.registry import ToolSpec
+from ..conf import get_config
+from ..core.jsonrpc import INVALID_PARAMS
+from ..core.task_contract import TaskNotFound
+from ..exceptions import ProtocolError
+from . import request_state
+from .constants import LEGACY_TASKS_VERSION, TASKS_EXTENSION
+from .handle_shapes import (
+    QUESTION_CAPABILITIES,
+    CompanionNames,
+    cancelled_result,
+    handle_result,
+)
+from .notices import progress_params
+from .ports import QuestionView, TaskView
+from .question_relay import QuestionRelay
+from .request import RequestInfo, Sink
+from .stored import is_lookup_key, require_storable
+from .task_methods import TaskMethods
+from .task_shapes import failure, not_found
+
+logger = logging.getLogger("mcp_tasks.protocol")
+
+
+def speaks_tasks(info: RequestInfo) -> bool:
+    """Whether the client can run tasks itself: the modern tasks extension declared in this
+    request, or a 2025-11-25 session whose client declared the ``tasks`` capability."""
+    if info.modern:
+        return info.declares_extension(TASKS_EXTENSION)
+    return info.protocol_version == LEGACY_TASKS_VERSION and isinstance(
+        info.client_capabilities.get("tasks"), dict
+    )
+
+
+def companion_names() -> CompanionNames:
+    """The companion tools' names (``COMPANION_TOOLS`` over the defaults)."""
+    from ..conf import DEFAULTS
+
+    return CompanionNames.of({**DEFAULTS["COMPANION_TOOLS"], **get_config()["COMPANION_TOOLS"]})
+
+
+def final_result(task: TaskView) -> dict[str, Any]:
+    """What the call of an ended task answers: its result exactly as the tool gave it, the
+    JSON-RPC error of a ``failed`` task, or an ``isError`` result for a cancelled one."""
+    if task.status == "completed":
+        return dict(task.result or {"content": []})
+    if task.status == "failed":
+        raise failure(task)
+    return cancelled_result(task)
+
+
+def _askable(info: RequestInfo, questions: Sequence[QuestionView]) -> bool:
+    """The client declared what every question needs."""
+    return all(
+        QUESTION_CAPABILITIES.get(question.method) in info.client_capabilities
+        for question in questions
+    )
+
+
+@dataclass(frozen=True)
+class Follow:
+    """How one call follows its task: ``target`` and ``arguments`` of the call (what an MRTR
+    round is bound to), how long it waits, whether it returns at the first change of the
+    task's state (the check tool) or only when the task ends, and whether the client's
+    cancel of the call cancels the task (the first call: only it knew of the task)."""
+
+    target: str
+    arguments: dict[str, Any]
+    window: float
+    until_change: bool
+    abandon: bool
+
+
+class _Progress:
+    """Sends the task's progress on the call's stream, when the request has a progress
+    token, each time it grows (the spec wants it to increase)."""
+
+    def __init__(self, info: RequestInfo, sink: Sink) -> None:
+        self.token = info.progress_token
+        self.sink = sink
+        self.sent: float | None = None
+
+    async def send(self, task: TaskView) -> None:
+        progress = task.progress
+        if (
+            self.token is None
+            or progress is None
+            or (self.sent is not None and progress <= self.sent)
+        ):
+            return
+        self.sent = progress
+        await self.sink.notify(
+            "notifications/progress",
+            progress_params(self.token, progress, task.progress_total, task.status_message or None),
+        )
+
+
+class TaskHandles:
+    """Task tools for clients without the tasks extension (see the module docstring)."""
+
+    def __init__(self, tasks: TaskMethods, relay: QuestionRelay) -> None:
+        self.tasks = tasks
+        self.engine = tasks.engine
+        self.relay = relay
+
+    @staticmethod
+    def serves(info: RequestInfo) -> bool:
+        """Whether this request's task calls get handles: ``TASKS_FOR_ALL_CLIENTS`` is on and
+        the client does not speak tasks."""
+        return bool(get_config()["TASKS_FOR_ALL_CLIENTS"]) and not speaks_tasks(info)
+
+    async def call(
+        self,
+        tool: ToolSpec,
+        validated: dict[str, Any],
+        info: RequestInfo,
+        sink: Sink,
+        params: dict[str, Any],
+    ) -> dict[str, Any]:
+        """``tools/call`` of a task tool: start the task (or go on with the one a modern
+        retry names) and follow it for the tool's window."""
+        arguments = params.get("arguments") or {}
+        task = await self.resumed(info, params, tool.name, arguments)
+        if task is None:
+            created = await self.tasks.create(tool, validated, info, sink, params)
+            if isinstance(created, dict):
+                return created  # TaskConfig.prepare asks first (MRTR)
+            task = created
+        window = tool.task.inline_window
+        plan = Follow(
+            target=tool.name,
+            arguments=arguments,
+            window=float(get_config()["INLINE_WINDOW"] if window is None else window),
+            until_change=False,
+            abandon=True,
+        )
+        return await self.follow(task, info, sink, plan)
+
+    async def resumed(
+        self, info: RequestInfo, params: dict[str, Any], target: str, arguments: dict[str, Any]
+    ) -> TaskView | None:
+        """The task a modern retry goes on with (its ``requestState`` names it), once this
+        round's answers are recorded through the one answer path; None for a first call."""
+        if not info.modern or "requestState" not in params:
+            return None
+        _, task_id = request_state.unseal_with_task(
+            params["requestState"],
+            principal=info.principal.scope,
+            method="tools/call",
+            target=target,
+            arguments=arguments,
+        )
+        if task_id is None:
+            return None  # a round of TaskConfig.prepare: the task does not exist yet
+        responses = params.get("inputResponses") or {}
+        if not isinstance(responses, dict):
+            raise ProtocolError(INVALID_PARAMS, "params.inputResponses must be an object")
+        require_storable(responses, "params.inputResponses")
+        answers = {key: value for key, value in responses.items() if is_lookup_key(key)}
+        try:
+            await self.tasks.record_answers(task_id, info.principal.scope, answers)
+            return await self.engine.get(task_id, info.principal.scope)
+        except TaskNotFound:
+            raise not_found() from None
+
+    async def follow(
+        self, task: TaskView, info: RequestInfo, sink: Sink, plan: Follow
+    ) -> dict[str, Any]:
+        """Wait for the task as ``plan`` says: its final result, an MRTR round for its
+        questions, or a handle."""
+        scope = info.principal.scope
+        started = time.monotonic()
+        relayed: dict[str, asyncio.Task[None]] = {}
+        progress = _Progress(info, sink)
+        await sink.watch_task(task.id)  # before the read: no change after it is missed
+        try:
+            task = await self.engine.get(task.id, scope)
+            seen = (task.status, task.waiting_for)
+            while True:
+                if task.is_terminal:
+                    return final_result(task)
+                await progress.send(task)
+                questions: Sequence[QuestionView] = (
+                    await self.engine.questions(task) if task.status == "input_required" else ()
+                )
+                if questions and _askable(info, questions):
+                    if info.modern:
+                        return self._question_round(task, questions, info, plan)
+                    await self.relay.relay_questions(task.id, scope, sink, relayed)
+                elif questions or (plan.until_change and (task.status, task.waiting_for) != seen):
+                    return self._handle(task, questions, started)
+                remaining = plan.window - (time.monotonic() - started)
+                if remaining <= 0:
+                    return self._handle(task, questions, started)
+                final = await sink.wait_for_task(task.id, remaining)
+                task = (
+                    self.engine.with_final_fields(task, final)
+                    if final
+                    else await self.engine.get(task.id, scope)
+                )
+        except TaskNotFound:
+            raise not_found() from None
+        except asyncio.CancelledError:
+            if plan.abandon and not task.is_terminal:
+                await asyncio.shield(self._abandon(task.id, scope))
+            raise
+        finally:
+            for pending in relayed.values():
+                pending.cancel()
+
+    def _handle(
+        self, task: TaskView, questions: Sequence[QuestionView], started: float
+    ) -> dict[str, Any]:
+        return handle_result(
+            task,
+            questions,
+            companion_names(),
+            waited=round(time.monotonic() - started, 1),
+            check_wait=float(get_config()["CHECK_WAIT"]),
+        )
+
+    def _question_round(
+        self, task: TaskView, questions: Sequence[QuestionView], info: RequestInfo, plan: Follow
+    ) -> dict[str, Any]:
+        """The task's questions as an ``input_required`` round of this call: the client
+        retries it with the answers and the sealed state, which names the task."""
+        state = request_state.seal(
+            {},
+            principal=info.principal.scope,
+            method="tools/call",
+            target=plan.target,
+            arguments=plan.arguments,
+            task_id=task.id,
+        )
+        return {
+            "resultType": "input_required",
+            "inputRequests": {
+                question.key: {
+                    "method": question.method,
+                    **({"params": question.params} if question.params else {}),
+                }
+                for question in questions
+            },
+            "requestState": state,
+        }
+
+    async def _abandon(self, task_id: str, principal_scope: str) -> None:
+        """The client cancelled the call that started the task before it learned the
+        task's id: the task is cancelled with it, as the tool's inline run would have been."""
+        try:
+            await self.engine.cancel(task_id, principal_scope)
+        except Exception:
+            logger.exception(
+                "could not cancel task %s after its call was cancelled",
+                task_id,
+                extra={"task_id": task_id, "principal": principal_scope},
+            )
