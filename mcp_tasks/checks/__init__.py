@@ -17,6 +17,7 @@ from django.utils.module_loading import import_string
 from ..conf import DEFAULTS, get_config
 from . import workers as worker_checks
 from .approvals import check_approvals
+from .companions import check_companions
 from .metrics import check_metrics
 from .oauth import check_oauth
 from .workers import check_workers
@@ -57,6 +58,7 @@ def check_mcp_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
         messages += _check_notifications()
         messages += check_workers()
         messages += check_metrics()
+        messages += check_companions()
     messages += _check_database_connections()
     messages += check_approvals()
     return messages

@@ -191,6 +191,11 @@ class CompanionTools:
         arguments = params.get("arguments") or {}
         if not isinstance(arguments, dict):
             return error_result("arguments must be an object")
+        if role != "list" and not isinstance(arguments.get("task_id"), str):
+            return error_result(
+                'Pass "task_id": the task_id (a string) that a tool\'s result gave. Call '
+                f"`{companion_names().list}` to see your unfinished tasks."
+            )
         handler: Role = _ROLES[role]
         return await handler(self, server, info, sink, params)
 

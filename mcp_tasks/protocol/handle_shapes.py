@@ -95,7 +95,7 @@ def expected_answer(method: str, params: Mapping[str, Any]) -> str:
         return "{} (nothing to fill in: accepting is the answer)"
     if len(properties) == 1:
         ((name, prop),) = properties.items()
-        return f"{_kind(prop)} (the {name!r} field)"
+        return _kind(prop) if name == "value" else f"{_kind(prop)} (its {name!r} field)"
     required = set(schema.get("required") or [])
     fields = ", ".join(
         f"{json.dumps(name)}: {_kind(prop)}{'' if name in required else ' (optional)'}"

@@ -17,13 +17,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..authoring.registry import ToolSpec
-from ..conf import get_config
+from ..conf import DEFAULTS, get_config
 from ..core.jsonrpc import INVALID_PARAMS
-from ..core.task_contract import TaskNotFound
+from ..core.task_contract import Caller, TaskNotFound
 from ..exceptions import ProtocolError
 from . import request_state
 from .constants import LEGACY_TASKS_VERSION, TASKS_EXTENSION
@@ -56,8 +56,6 @@ def speaks_tasks(info: RequestInfo) -> bool:
 
 def companion_names() -> CompanionNames:
     """The companion tools' names (``COMPANION_TOOLS`` over the defaults)."""
-    from ..conf import DEFAULTS
-
     return CompanionNames.of({**DEFAULTS["COMPANION_TOOLS"], **get_config()["COMPANION_TOOLS"]})
 
 
@@ -69,6 +67,22 @@ def final_result(task: TaskView) -> dict[str, Any]:
     if task.status == "failed":
         raise failure(task)
     return cancelled_result(task)
+
+
+#: What the companion tools let the model answer, whatever the client declared: a form
+#: (``answer_task`` validates it against the question's schema) and a sampling request
+#: (the model in the conversation writes the reply).
+ANSWERABLE_BY_TOOLS = ("elicitation", "sampling")
+
+
+def _answerable_caller(info: RequestInfo) -> Caller:
+    """What the task keeps of its caller: the client's capabilities plus what the companion
+    tools answer, so that the tool's ``ctx.elicit`` and ``ctx.sample`` can ask."""
+    caller = info.caller()
+    capabilities = dict(caller.client_capabilities)
+    for capability in ANSWERABLE_BY_TOOLS:
+        capabilities.setdefault(capability, {})
+    return replace(caller, client_capabilities=capabilities)
 
 
 def _askable(info: RequestInfo, questions: Sequence[QuestionView]) -> bool:
@@ -95,10 +109,11 @@ class Follow:
 
 class _Progress:
     """Sends the task's progress on the call's stream, when the request has a progress
-    token, each time it grows (the spec wants it to increase)."""
+    token, each time it grows (the spec wants it to increase). Modern era only: in a
+    legacy session the worker sends it with the creating request's token itself."""
 
     def __init__(self, info: RequestInfo, sink: Sink) -> None:
-        self.token = info.progress_token
+        self.token = info.progress_token if info.modern else None
         self.sink = sink
         self.sent: float | None = None
 
@@ -144,7 +159,7 @@ class TaskHandles:
         arguments = params.get("arguments") or {}
         task = await self.resumed(info, params, tool.name, arguments)
         if task is None:
-            created = await self.tasks.create(tool, validated, info, sink, params)
+            created = await self._create(tool, validated, info, sink, params)
             if isinstance(created, dict):
                 return created  # TaskConfig.prepare asks first (MRTR)
             task = created
@@ -157,6 +172,27 @@ class TaskHandles:
             abandon=True,
         )
         return await self.follow(task, info, sink, plan)
+
+    async def _create(
+        self,
+        tool: ToolSpec,
+        validated: dict[str, Any],
+        info: RequestInfo,
+        sink: Sink,
+        params: dict[str, Any],
+    ) -> TaskView | dict[str, Any]:
+        """The task, created to the end even when the client cancels the call meanwhile (a
+        creation in Django's thread runs on): then it is cancelled, and the cancel goes on."""
+        creation = asyncio.ensure_future(
+            self.tasks.create(tool, validated, info, sink, params, _answerable_caller(info))
+        )
+        try:
+            return await asyncio.shield(creation)
+        except asyncio.CancelledError:
+            created = await creation
+            if not isinstance(created, dict):
+                await self._abandon(created.id, info.principal.scope)
+            raise
 
     async def resumed(
         self, info: RequestInfo, params: dict[str, Any], target: str, arguments: dict[str, Any]

@@ -24,7 +24,7 @@ from ..core.jsonrpc import (
     MISSING_CLIENT_CAPABILITY,
     TASK_QUOTA_EXCEEDED,
 )
-from ..core.task_contract import InvalidAnswer, NewTask, QuotaExceeded, TaskNotFound
+from ..core.task_contract import Caller, InvalidAnswer, NewTask, QuotaExceeded, TaskNotFound
 from ..exceptions import InputRequired, ProtocolError
 from .constants import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, TASKS_EXTENSION
 from .ports import TaskEngine, TaskView
@@ -106,11 +106,13 @@ def _time_to_live(tool: ToolSpec, info: RequestInfo, params: dict[str, Any]) -> 
     return ttl
 
 
-def _new_task(tool: ToolSpec, info: RequestInfo, params: dict[str, Any], prepared: Any) -> NewTask:
+def _new_task(
+    tool: ToolSpec, info: RequestInfo, params: dict[str, Any], prepared: Any, caller: Caller | None
+) -> NewTask:
     return NewTask(
         tool_name=tool.name,
         arguments=params.get("arguments") or {},
-        caller=info.caller(),
+        caller=caller or info.caller(),
         progress_token=info.progress_token,
         session_id=info.session_id,
         origin_request_id=info.request_id,
@@ -135,15 +137,17 @@ class TaskMethods:
         info: RequestInfo,
         sink: Sink,
         params: dict[str, Any],
+        caller: Caller | None = None,
     ) -> TaskView | dict[str, Any]:
         """The task, durable and queued; or the ``input_required`` round of its
-        ``TaskConfig.prepare`` (modern era), before any task exists."""
+        ``TaskConfig.prepare`` (modern era), before any task exists. ``caller``: what the
+        task keeps of its caller (default: the request's :meth:`RequestInfo.caller`)."""
         _require_storable_request(info, params)
         prepared, pending = await _prepare(tool, validated, info, sink, params)
         if pending is not None:
             return pending
         try:
-            return await self.engine.create(_new_task(tool, info, params, prepared))
+            return await self.engine.create(_new_task(tool, info, params, prepared, caller))
         except QuotaExceeded as exc:
             raise ProtocolError(
                 TASK_QUOTA_EXCEEDED,

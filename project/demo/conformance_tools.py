@@ -512,7 +512,7 @@ async def slow_compute(ctx: Context, seconds: float = 0, label: str = "") -> str
 @mcp.tool(task=TaskConfig(mode="required"))
 async def failing_job() -> str:
     """Task-only: after ~1 s fails with a tool error, so the task ends ``completed`` with
-    ``result.isError`` (and without the tasks extension the call is -32021)."""
+    ``result.isError`` (a client without the tasks extension gets that result too)."""
     await asyncio.sleep(1)
     raise ToolError("failing_job failed on purpose")
 

@@ -158,6 +158,18 @@ async def async_wait_task(marker_dir: str) -> str:
     return "finished without being cancelled"
 
 
+@mcp.tool(task=TaskConfig(mode="optional", inline_window=30))
+async def patient_task(marker_dir: str) -> str:
+    """``async_wait_task`` whose call, from a client without tasks, waits up to 30 s."""
+    return await async_wait_task(marker_dir)
+
+
+@mcp.tool(task=TaskConfig(mode="optional", inline_window=0))
+async def eager_handle_task(n: int = 0) -> int:
+    """Answers a client without tasks with a handle at once, however quick it is."""
+    return n
+
+
 @mcp.tool(task=True)
 def blocking_task(marker_dir: str) -> str:
     """A sync tool that blocks (no awaits) until ``gate``: only a forking worker can stop it."""

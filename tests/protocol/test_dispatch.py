@@ -190,7 +190,10 @@ async def test_plain_exception_is_hidden_and_logged(
     )
 
 
-async def test_tool_that_runs_only_as_a_task_needs_the_extension(server: MCPServer) -> None:
+async def test_tool_that_runs_only_as_a_task_needs_the_extension_when_tasks_are_not_for_all(
+    server: MCPServer, settings: Any
+) -> None:
+    settings.MCP_TASKS = {"TASKS_FOR_ALL_CLIENTS": False}
     response = await run(server, call("only_as_task"), modern_info())
     assert error_code(response) == -32021
     assert response["error"]["data"] == {

@@ -35,6 +35,9 @@ Environment variable                         Sets
 ``MCP_TASKS_TEST_INPUT_HOLD_WINDOW``         ``MCP_TASKS["INPUT_HOLD_WINDOW"]`` (seconds)
 ``MCP_TASKS_TEST_SESSION_CACHE_TTL``         ``MCP_TASKS["SESSION_CACHE_TTL"]`` (seconds)
 ``MCP_TASKS_TEST_INPUT_TIMEOUT``             ``MCP_TASKS["INPUT_TIMEOUT"]`` (seconds)
+``MCP_TASKS_TEST_INLINE_WINDOW``             ``MCP_TASKS["INLINE_WINDOW"]`` (seconds)
+``MCP_TASKS_TEST_CHECK_WAIT``                ``MCP_TASKS["CHECK_WAIT"]`` (seconds)
+``MCP_TASKS_TEST_TASKS_FOR_ALL_CLIENTS=0``   ``MCP_TASKS["TASKS_FOR_ALL_CLIENTS"] = False``
 ``MCP_TASKS_TEST_MAX_ACCEPT_WAIT``           ``MCP_TASKS["MAX_ACCEPT_WAIT"]`` (seconds, or ``none``)
 ``MCP_TASKS_TEST_MAX_REQUESTS_IN_PROGRESS``  ``MCP_TASKS["MAX_REQUESTS_IN_PROGRESS"]`` (an integer)
 ``MCP_TASKS_TEST_LIFESPAN``                  ``MCP_TASKS["LIFESPAN"]`` (a dotted path)
@@ -112,6 +115,8 @@ _SECONDS = {
     "INPUT_HOLD_WINDOW": "INPUT_HOLD_WINDOW",
     "SESSION_CACHE_TTL": "SESSION_CACHE_TTL",
     "INPUT_TIMEOUT": "INPUT_TIMEOUT",
+    "INLINE_WINDOW": "INLINE_WINDOW",
+    "CHECK_WAIT": "CHECK_WAIT",
 }
 
 MCP_TASKS = {
@@ -130,6 +135,8 @@ MCP_TASKS = {
     "ALLOWED_ORIGINS": _env_list("ALLOWED_ORIGINS"),
     **{key: float(_env(name)) for name, key in _SECONDS.items() if _env(name)},
 }
+if _env("TASKS_FOR_ALL_CLIENTS"):
+    MCP_TASKS["TASKS_FOR_ALL_CLIENTS"] = _env("TASKS_FOR_ALL_CLIENTS") != "0"
 if _env("MAX_REQUESTS_IN_PROGRESS"):
     MCP_TASKS["MAX_REQUESTS_IN_PROGRESS"] = int(_env("MAX_REQUESTS_IN_PROGRESS"))
 if _env("MAX_ACCEPT_WAIT"):

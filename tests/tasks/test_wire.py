@@ -78,21 +78,23 @@ def test_optional_task_tool_with_extension_answers_a_flat_create_task_result(cli
     assert not {"task", "content", "structuredContent", "isError"} & set(result)
 
 
-def test_optional_task_tool_without_extension_runs_inline(client: Any, server: Any) -> None:
+def test_optional_task_tool_without_extension_runs_as_a_task_and_answers_in_its_window(
+    client: Any, server: Any
+) -> None:
+    """A client without the tasks extension gets the tool's result exactly as an inline call
+    gave it: the task ended inside the call's window (README "Clients without tasks")."""
     before = task_count(server)
     message = client.call("trivial_task", {"n": 5}, caps=NO_TASKS)
     assert message["result"]["resultType"] == "complete"
     assert message["result"]["structuredContent"] == {"result": 5}
-    assert task_count(server) == before
+    assert "isError" not in message["result"]
+    assert task_count(server) == before + 1
 
 
-def test_required_task_tool_without_extension_is_a_missing_capability_error(client: Any) -> None:
-    status, message = client.post(
-        "tools/call", {"name": "failing_job", "arguments": {}}, name="failing_job", caps=NO_TASKS
-    )
-    assert status == 400
-    assert message["error"]["code"] == -32021
-    assert message["error"]["data"]["requiredCapabilities"] == {"extensions": {TASKS_EXTENSION: {}}}
+def test_required_task_tool_without_extension_runs_as_a_task_too(client: Any) -> None:
+    message = client.call("failing_job", {}, caps=NO_TASKS)
+    assert message["result"]["resultType"] == "complete"
+    assert message["result"]["isError"] is True  # what the tool itself answers
 
 
 def test_invalid_arguments_give_the_plain_call_error_result_and_no_task(

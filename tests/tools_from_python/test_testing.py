@@ -4,6 +4,8 @@ worker."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mcp_tasks.testing import (
@@ -88,7 +90,17 @@ def test_an_unknown_tool_raises_the_json_rpc_error(client: McpClient) -> None:
     assert raised.value.status == 400
 
 
-def test_a_task_only_tool_called_plainly_raises_missing_capability(client: McpClient) -> None:
+@tasks
+def test_a_task_only_tool_called_plainly_answers_in_its_window(client: McpClient) -> None:
+    result = client.call("failing_job")  # a task all the same, which ends inside the window
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == "failing_job failed on purpose"
+
+
+def test_a_task_only_tool_called_plainly_raises_missing_capability_when_opted_out(
+    client: McpClient, settings: Any
+) -> None:
+    settings.MCP_TASKS = {"TASKS_FOR_ALL_CLIENTS": False}
     with pytest.raises(McpError) as raised:
         client.call("failing_job")
     assert raised.value.code == -32021
