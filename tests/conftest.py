@@ -42,6 +42,7 @@ pytest_plugins = [
     "tests.support.worker_fixtures",
     "tests.support.legacy_client_fixtures",
     "tests.support.browser",
+    "tests.support.ts_client",
 ]
 
 CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")

@@ -190,17 +190,21 @@ async def list_tools(
     _no_cursor(params)
     tools = await visible(list(server.tools.values()), info.principal)
     if companions is not None and TaskHandles.serves(info):
-        return {"tools": plain_client_tools(tools, companions)}
+        return {"tools": plain_client_tools(tools, companions, info)}
     task_support = info.protocol_version == LEGACY_TASKS_VERSION and tasks
     return {"tools": [tool.definition(task_support=task_support) for tool in tools]}
 
 
-def plain_client_tools(tools: list[ToolSpec], companions: CompanionTools) -> list[dict[str, Any]]:
+def plain_client_tools(
+    tools: list[ToolSpec], companions: CompanionTools, info: RequestInfo
+) -> list[dict[str, Any]]:
     """The tools as a client without the tasks extension sees them: a task tool may answer
     with a handle, so it lists no ``outputSchema`` (clients check results against it) and its
-    description says what to do with a handle; the companion tools follow when the caller
-    may use a task tool."""
+    description says what to do with a handle; in a 2025-11-25 session its ``taskSupport``
+    is ``optional``, since a plain call works too (clients refuse to call a ``required``
+    one plainly). The companion tools follow when the caller may use a task tool."""
     names = companion_names()
+    legacy_tasks = info.protocol_version == LEGACY_TASKS_VERSION
     listed = []
     for tool in tools:
         definition = tool.definition()
@@ -215,6 +219,9 @@ def plain_client_tools(tools: list[ToolSpec], companions: CompanionTools) -> lis
             )
             description = definition.get("description")
             definition["description"] = f"{description}\n\n{note}" if description else note
+        if legacy_tasks:
+            support = "forbidden" if tool.task.mode == "forbidden" else "optional"
+            definition["execution"] = {"taskSupport": support}
         listed.append(definition)
     if any(tool.task.mode != "forbidden" for tool in tools):
         listed += companions.definitions()

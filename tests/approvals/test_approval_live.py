@@ -128,15 +128,3 @@ async def test_a_staff_question_is_answered_in_the_admin_not_by_the_client(
     assert answered is True
     done = await client.wait_for(task_id, lambda t: t["status"] == "completed")
     assert done["result"]["content"][0]["text"] == "Published on the blog page: maintenance"
-
-
-async def test_a_client_without_tasks_gets_a_clear_error(stack: TaskStack) -> None:
-    async with httpx.AsyncClient(timeout=60) as http:
-        plain = TaskDriver(http, stack.url, capabilities={})
-        message = await plain.rpc(
-            "tools/call",
-            {"name": "refund", "arguments": {"customer": "a", "amount": 1}},
-            name="refund",
-        )
-    assert message["error"]["code"] == -32021
-    assert "runs only as a background task" in message["error"]["message"]

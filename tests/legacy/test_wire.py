@@ -325,8 +325,13 @@ async def test_older_revisions_have_no_tasks(sessions: Any) -> None:
     assert "task" not in result
 
 
+#: A client that declares the ``tasks`` capability: it speaks tasks, so it sees no change
+#: for clients without them ("Clients without tasks" in the README).
+TASKS_CAPS: dict[str, Any] = {**CLIENT_CAPS, "tasks": {"list": {}, "cancel": {}}}
+
+
 async def test_tools_list_shows_task_support_from_each_task_config(sessions: Any) -> None:
-    session = await sessions()
+    session = await sessions(capabilities=TASKS_CAPS)
     tools = {tool["name"]: tool for tool in (await session.result("tools/list"))["tools"]}
     expected = {
         "lt_required": "required",
@@ -338,6 +343,21 @@ async def test_tools_list_shows_task_support_from_each_task_config(sessions: Any
     }
     for name, support in expected.items():
         assert tools[name]["execution"] == {"taskSupport": support}, name
+    assert "check_task" not in tools
+
+
+async def test_a_client_without_the_tasks_capability_may_call_every_task_tool(
+    sessions: Any,
+) -> None:
+    """Clients refuse to call a ``required`` tool without ``params.task``; this server runs
+    such a call as a task all the same, so it says ``optional``."""
+    session = await sessions()
+    tools = {tool["name"]: tool for tool in (await session.result("tools/list"))["tools"]}
+    assert tools["lt_required"]["execution"] == {"taskSupport": "optional"}
+    assert tools["lt_forbidden"]["execution"] == {"taskSupport": "forbidden"}
+    assert "check_task" in tools
+    result = await session.result("tools/call", {"name": "lt_required", "arguments": {}})
+    assert result["content"][0]["text"] == "required x"  # the task ended inside the window
 
 
 # -- creating tasks --------------------------------------------------------------------------------
@@ -369,7 +389,7 @@ async def test_requested_ttl_is_capped_by_the_tool_and_poll_interval_comes_from_
 
 
 async def test_required_tool_without_params_task_is_method_not_found(sessions: Any) -> None:
-    session = await sessions()
+    session = await sessions(capabilities=TASKS_CAPS)
     error = await session.error("tools/call", {"name": "lt_required", "arguments": {}})
     assert error["code"] == -32601
     assert "lt_required" in error["message"]

@@ -8,6 +8,7 @@ import io
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -160,11 +161,19 @@ def test_each_field_of_a_form_is_prompted_by_its_type() -> None:
 
 
 @tasks
-def test_a_task_only_tool_runs_as_a_task_without_the_option() -> None:
+def test_a_task_only_tool_called_plainly_answers_within_its_window() -> None:
     outcome = run("failing_job")
-    assert f"task {outcome.task_id} started (failing_job)" in outcome.err
     assert outcome.code == 1
     assert "CommandError: failing_job failed on purpose" in outcome.err
+
+
+@tasks
+def test_a_handle_is_followed_to_the_result(settings: Any) -> None:
+    settings.MCP_TASKS = {**settings.MCP_TASKS, "INLINE_WINDOW": 0, "CHECK_WAIT": 0.2}
+    outcome = run("slow_compute", "seconds=0.6", "label=followed")
+    assert outcome.code == 0, outcome.err
+    assert re.search(r"^task \S+ goes on in the background \(slow_compute\)$", outcome.err, re.M)
+    assert outcome.out.startswith("slow_compute followed finished after 0.6s\n")
 
 
 @tasks

@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
+from ...conf import get_config
 from ...core.jsonrpc import INVALID_PARAMS, MISSING_CLIENT_CAPABILITY
 from ...protocol.constants import TASKS_EXTENSION
 from ...testing import (
@@ -271,15 +272,47 @@ class Command(BaseCommand):
     ) -> dict[str, Any]:
         if not task:
             try:
-                return client.call(tool, arguments, answer=prompter, on_progress=bar.show)
+                result = client.call(tool, arguments, answer=prompter, on_progress=bar.show)
             except McpError as exc:
                 if exc.code != MISSING_CLIENT_CAPABILITY or not _wants_tasks(exc.data):
                     raise
+            else:
+                return self.follow_handles(client, tool, result, prompter, bar)
         try:
             run = client.start(tool, arguments, answer=prompter)
         except NotATaskError as exc:
             return exc.result
         return self.follow(run, prompter, bar)
+
+    def follow_handles(
+        self,
+        client: McpClient,
+        tool: str,
+        result: dict[str, Any],
+        prompter: Prompter,
+        bar: ProgressBar,
+    ) -> dict[str, Any]:
+        """A task tool called plainly answers with a handle when its task outlives the call's
+        window (README "Clients without tasks"): make the call each handle names until the
+        result comes; Ctrl-C cancels the task."""
+        step = _next_step(result)
+        if step is None:
+            return result
+        task_id = step["arguments"].get("task_id")
+        self.stderr.write(f"task {task_id} goes on in the background ({tool})")
+        try:
+            while step is not None:
+                result = client.call(
+                    step["tool"], step["arguments"], answer=prompter, on_progress=bar.show
+                )
+                step = _next_step(result)
+        except KeyboardInterrupt:
+            bar.end()
+            cancel = get_config()["COMPANION_TOOLS"].get("cancel", "cancel_task")
+            client.call(cancel, {"task_id": task_id})
+            self.stderr.write(f"task {task_id} cancelled")
+            raise CommandError("interrupted", returncode=INTERRUPTED) from None
+        return result
 
     def follow(self, run: TaskRun, prompter: Prompter, bar: ProgressBar) -> dict[str, Any]:
         """Wait for the task; a question nobody answers, or Ctrl-C, cancels it."""
@@ -322,6 +355,17 @@ def _json_object(text: str | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise CommandError("--json must be a JSON object", returncode=USAGE)
     return value
+
+
+def _next_step(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The call a handle names (``structuredContent.next``), None for any other result."""
+    structured = result.get("structuredContent")
+    if result.get("isError") or not isinstance(structured, dict) or "taskId" not in structured:
+        return None
+    step = structured.get("next")
+    if not isinstance(step, dict) or not isinstance(step.get("arguments"), dict):
+        return None
+    return step
 
 
 def _wants_tasks(data: Any) -> bool:
