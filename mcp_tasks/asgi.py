@@ -63,19 +63,19 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
 
 def admin_live_application() -> ASGIApp | None:
     """The live admin's WebSocket at ``ADMIN_LIVE_PATH`` (None when it is not set): the
-    admin session's user, browser origins checked against ``ALLOWED_HOSTS``."""
+    admin session's user, from a page of this server's own origin (``SameOriginWebSocket``)."""
     live_path = get_config()["ADMIN_LIVE_PATH"]
     if not live_path or not apps.is_installed("django.contrib.sessions"):
         return None
     from channels.auth import AuthMiddlewareStack
     from channels.routing import URLRouter
-    from channels.security.websocket import AllowedHostsOriginValidator
     from django.urls import path as route
 
     from .admin.live import AdminLiveConsumer
+    from .transport.http import SameOriginWebSocket
 
     routes = [route(live_path.lstrip("/"), AdminLiveConsumer.as_asgi())]
-    return AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(routes)))
+    return SameOriginWebSocket(AuthMiddlewareStack(URLRouter(routes)))
 
 
 def _has_cookie(scope: dict[str, Any], prefix: bytes) -> bool:

@@ -19,9 +19,9 @@ DEFAULTS: dict[str, Any] = {
     "SERVER_NAME": "mcp-tasks",
     "SERVER_VERSION": "0.1.0",
     "INSTRUCTIONS": None,
-    # Extra browser origins allowed to call the endpoint ("https://app.example.com").
-    # Requests without an Origin header, and origins whose host is in ALLOWED_HOSTS
-    # and matches the request's Host, are always allowed.
+    # Extra browser origins allowed to call the endpoint ("https://app.example.com"), or "*".
+    # Requests without an Origin header, and the server's own origin (the request's scheme,
+    # Host and port; SECURE_PROXY_SSL_HEADER honoured), are always allowed.
     "ALLOWED_ORIGINS": [],
     # Largest accepted request body in bytes (larger → HTTP 413).
     "MAX_BODY_BYTES": 4 * 1024 * 1024,

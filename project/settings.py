@@ -167,12 +167,14 @@ MCP_TASKS: dict[str, Any] = {
 # /.well-known/oauth-authorization-server, the RFC 9207 `iss` in every authorization response,
 # and two ways for a client nobody registered by hand to get a client_id (README "Sign-in"):
 # - Client ID Metadata Documents (CIMD): the client_id is an https URL serving the client's
-#   metadata (Claude, ChatGPT, VS Code…); DOT fetches it (public addresses only, no redirects,
-#   bounded time and size) and keeps the client for the document's max-age, clamped below;
+#   metadata (Claude, ChatGPT, VS Code…); it is fetched with DOT's rules (public addresses
+#   only, no redirects, bounded size) within a deadline, and DOT keeps the client for the
+#   document's max-age, clamped below;
 # - dynamic client registration (RFC 7591) at /o/register/, for clients without a document.
 # Users sign in at LOGIN_URL. Resources other than this MCP server are refused with
 # invalid_target (RFC 8707; project/views.py).
 LOGIN_URL = "/accounts/login/"
+_CIMD_ALLOWED_HOSTS = _env_list("MCP_CIMD_ALLOWED_HOSTS")
 OAUTH2_PROVIDER = {
     "PKCE_REQUIRED": True,
     "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,  # refuse code_challenge_method=plain
@@ -189,14 +191,20 @@ OAUTH2_PROVIDER = {
         "client_secret_post",
         "client_secret_basic",
     ],
-    # Client ID Metadata Documents. Any https host may present one (DOT's default policy);
-    # to accept only known clients, name their hosts (Django ALLOWED_HOSTS syntax):
-    #   "CIMD_REGISTRATION_PERMISSION_CLASSES":
-    #       ("oauth2_provider.cimd.HostAllowlistCIMDPermission",),
-    #   "CIMD_ALLOWED_HOSTS": ["claude.ai", ".example.com"],
+    # Client ID Metadata Documents. Who may present one: MCP_CIMD_ALLOWED_HOSTS names the
+    # hosts of the clients the site expects (Django ALLOWED_HOSTS syntax: "claude.ai",
+    # ".example.com"), which is what a production site should do (README "Sign-in"); unset,
+    # any https host may (DOT's default policy), so that any client can try the demo.
     "CIMD_ENABLED": True,
-    "CIMD_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.cimd.AllowAllCIMDPermission",),
-    "CIMD_ALLOWED_HOSTS": [],
+    "CIMD_REGISTRATION_PERMISSION_CLASSES": (
+        ("oauth2_provider.cimd.HostAllowlistCIMDPermission",)
+        if _CIMD_ALLOWED_HOSTS
+        else ("oauth2_provider.cimd.AllowAllCIMDPermission",)
+    ),
+    "CIMD_ALLOWED_HOSTS": _CIMD_ALLOWED_HOSTS,
+    # The whole fetch (lookup, connection, TLS, headers, body) ends at the timeout; DOT's
+    # own fetcher times each read only (mcp_tasks.W014).
+    "CIMD_METADATA_FETCHER": "mcp_tasks.auth.cimd.BoundedMetadataFetcher",
     "CIMD_METADATA_MIN_AGE_SECONDS": 300,  # a document is fetched again after 5 min at the
     "CIMD_METADATA_MAX_AGE_SECONDS": 86400,  # earliest and one day at the latest
     "CIMD_FETCH_TIMEOUT_SECONDS": 5,

@@ -1,8 +1,8 @@
 """The live admin's WebSocket (``MCP_TASKS["ADMIN_LIVE_PATH"]``).
 
 A browser on the admin's task list, a task page or the waiting-questions list connects with
-its admin session; staff who may see tasks are accepted, everyone else is refused (close
-code 4403). The consumer forwards events, never rows: ``{"event": ..., "task_id": ...}``
+its admin session; staff who may see tasks are accepted, everyone else is refused before the
+socket opens (the server answers the handshake with HTTP 403). The consumer forwards events, never rows: ``{"event": ..., "task_id": ...}``
 for a new task, a status change, a question asked or answered (the
 :data:`~mcp_tasks.core.groups.ADMIN` group), and ``task_changed`` for progress and other changes
 of the tasks the page says it shows (``{"watch": [task ids]}``). The page then fetches
@@ -30,7 +30,9 @@ from . import watchers
 
 logger = logging.getLogger("mcp_tasks.admin")
 
-#: Close code for a connection that is not an admin session allowed to see tasks.
+#: The code a refused connection is closed with. It is closed before it is accepted, so the
+#: server answers the handshake with HTTP 403 and no client sees the code (ASGI); Channels'
+#: test communicator reports it.
 REFUSED = 4403
 #: The most tasks one page may watch.
 MAX_WATCHED = 200

@@ -6,6 +6,7 @@ import importlib.util
 from urllib.parse import urlsplit
 
 from django.apps import apps
+from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning as CheckWarning
 
 from ..conf import get_config
@@ -18,11 +19,18 @@ MOVED_VERIFIERS = {
     "mcp_tasks.verifiers.jwks.verify": JWKS_VERIFIER,
 }
 _EXTRA = "Install the extra: pip install 'django-mcp-tasks[oauth]'."
+BOUNDED_FETCHER = "mcp_tasks.auth.cimd.BoundedMetadataFetcher"
+#: django-oauth-toolkit's own CIMD fetcher: its path in 3.4, and where DOT's main branch moves it.
+DOT_FETCHERS = {
+    "oauth2_provider.cimd.SafeMetadataFetcher",
+    "oauth2_provider.authorization_server.cimd.SafeMetadataFetcher",
+}
 _LOCAL = {"localhost", "127.0.0.1", "::1"}
 
 
 def check_oauth() -> list[CheckMessage]:
-    """E007-E010, W006, W011: the ready verifiers' needs, ``RESOURCE`` and the issuers."""
+    """E007-E010, W006, W011, W014: the ready verifiers' needs, ``RESOURCE``, the issuers
+    and the fetcher of client metadata documents."""
     config = get_config()
     messages: list[CheckMessage] = []
     verifier = config["TOKEN_VERIFIER"]
@@ -92,7 +100,29 @@ def check_oauth() -> list[CheckMessage]:
                     id="mcp_tasks.W006",
                 )
             )
-    return messages
+    return messages + _check_cimd_fetcher()
+
+
+def _check_cimd_fetcher() -> list[CheckMessage]:
+    """W014: Client ID Metadata Documents fetched by DOT's fetcher, bounded per read only."""
+    dot = getattr(settings, "OAUTH2_PROVIDER", None) or {}
+    if not apps.is_installed("oauth2_provider") or not dot.get("CIMD_ENABLED"):
+        return []
+    fetcher = dot.get("CIMD_METADATA_FETCHER", "oauth2_provider.cimd.SafeMetadataFetcher")
+    if not isinstance(fetcher, str):
+        fetcher = f"{fetcher.__module__}.{fetcher.__qualname__}"
+    if fetcher not in DOT_FETCHERS:
+        return []
+    return [
+        CheckWarning(
+            "CIMD_ENABLED with django-oauth-toolkit's SafeMetadataFetcher: it bounds each "
+            "socket read, not the fetch, so a client metadata document served a byte at a "
+            "time holds a sign-in request (and one of CIMD_MAX_CONCURRENT_FETCHES) far past "
+            "CIMD_FETCH_TIMEOUT_SECONDS.",
+            hint=f"Set OAUTH2_PROVIDER['CIMD_METADATA_FETCHER'] = {BOUNDED_FETCHER!r}.",
+            id="mcp_tasks.W014",
+        )
+    ]
 
 
 def _absolute_url(value: str, fragment_ok: bool = True) -> bool:

@@ -49,6 +49,7 @@ from .http import (
     first,
     header_map,
     preflight_headers,
+    request_scheme,
 )
 from .legacy_endpoints import LegacyEndpoints
 from .membership import Membership
@@ -250,7 +251,7 @@ class McpConsumer(AsyncConsumer):
         headers = header_map(self.scope)
         self.exchange.headers = headers
         host = check_host(headers)
-        origin = check_origin(headers, host)
+        origin = check_origin(headers, host, request_scheme(self.scope, headers))
         self.exchange.stream.headers += cors_headers(origin)
         method = self.scope["method"]
         if method == "OPTIONS":

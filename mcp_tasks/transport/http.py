@@ -1,4 +1,5 @@
-"""Plain HTTP helpers for the MCP endpoint: header access, guards and error bodies."""
+"""Plain HTTP helpers for the MCP endpoint: header access, guards and error bodies, and the
+origin guard of the live admin's WebSocket."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from django.http.request import split_domain_port, validate_host
 
 from ..conf import get_config
 from ..core.jsonrpc import INVALID_REQUEST, error_object, error_response
+
+ASGIApp = Any
+#: The port an origin has when it names none.
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass
@@ -84,23 +89,108 @@ def check_host(headers: dict[str, str | list[str]]) -> str:
     return host
 
 
-def check_origin(headers: dict[str, str | list[str]], host: str) -> str | None:
-    """Allow no Origin, the same origin, or one listed in ``MCP_TASKS["ALLOWED_ORIGINS"]``."""
+def request_scheme(scope: dict[str, Any], headers: dict[str, str | list[str]]) -> str:
+    """``http`` or ``https``: what the client used, as Django's ``request.is_secure()`` tells
+    it (``SECURE_PROXY_SSL_HEADER`` when the proxy sent that header, else the connection's
+    scheme; a WebSocket's ``ws``/``wss`` count as ``http``/``https``)."""
+    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy:
+        name, secure = proxy
+        value = first(headers, name.removeprefix("HTTP_").replace("_", "-").lower())
+        if value is not None:
+            return "https" if value.split(",", 1)[0].strip() == secure else "http"
+    scheme = str(scope.get("scheme") or "http")
+    return {"ws": "http", "wss": "https"}.get(scheme, scheme)
+
+
+def origin_of(url: str) -> tuple[str, str, int] | None:
+    """An http(s) origin's scheme, host and port (the default port when it names none), or
+    None for anything else (``null``, another scheme, no host)."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:  # a port out of range, an unclosed "[" of an IPv6 address
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS or not parts.hostname:
+        return None
+    return scheme, parts.hostname, DEFAULT_PORTS[scheme] if port is None else port
+
+
+def same_origin(origin: str, scheme: str, host: str) -> bool:
+    """Whether ``origin`` is ``scheme://host`` (``host``: a Host header): the same scheme,
+    host and port, a default port written or not."""
+    theirs = origin_of(origin)
+    return theirs is not None and theirs == origin_of(f"{scheme}://{host}")
+
+
+def check_origin(headers: dict[str, str | list[str]], host: str, scheme: str) -> str | None:
+    """Allow no Origin, this server's own (``scheme://host``: scheme, host and port), or one
+    listed in ``MCP_TASKS["ALLOWED_ORIGINS"]``."""
     origin = first(headers, "origin")
     if origin is None:
         return None
     allowed = get_config()["ALLOWED_ORIGINS"]
-    if origin in allowed or "*" in allowed:
-        return origin
-    try:
-        parts = urlsplit(origin)
-    except ValueError:  # e.g. an unclosed "[" of an IPv6 address
-        parts = urlsplit("")
-    if parts.scheme in ("http", "https") and parts.netloc and parts.netloc.lower() == host.lower():
+    if "*" in allowed or same_origin(origin, scheme, host) or _listed(origin, allowed):
         return origin
     raise HttpError(
-        403, f"Origin {origin!r} is not allowed: add it to MCP_TASKS['ALLOWED_ORIGINS']"
+        403,
+        f"Origin {origin!r} is not allowed: it is not this server's origin "
+        f"({scheme}://{host}); add it to MCP_TASKS['ALLOWED_ORIGINS'] (behind a proxy that "
+        "ends TLS, set SECURE_PROXY_SSL_HEADER)",
     )
+
+
+def _listed(origin: str, allowed: list[str]) -> bool:
+    found = origin_of(origin)
+    return origin in allowed or (found is not None and found in map(origin_of, allowed))
+
+
+def _trusted_by_csrf(origin: str) -> bool:
+    """Whether Django's ``CSRF_TRUSTED_ORIGINS`` trusts ``origin``, as its CSRF check reads
+    it: an entry exactly, or ``scheme://*.domain`` for the domain's subdomains."""
+    try:
+        parts = urlsplit(origin)
+    except ValueError:
+        return False
+    for entry in getattr(settings, "CSRF_TRUSTED_ORIGINS", ()):
+        if "*" not in entry:
+            if entry == origin:
+                return True
+            continue
+        trusted = urlsplit(entry)
+        domain = trusted.netloc.lstrip("*").lower()  # ".example.com"
+        netloc = parts.netloc.lower()
+        if trusted.scheme == parts.scheme and (netloc.endswith(domain) or netloc == domain[1:]):
+            return True
+    return False
+
+
+class SameOriginWebSocket:
+    """Lets a WebSocket through to ``application`` when its Host is in ``ALLOWED_HOSTS`` and
+    its Origin is this server's own (scheme, host and port) or one ``CSRF_TRUSTED_ORIGINS``
+    trusts: the origins whose pages Django lets post the admin's forms. Any other socket is
+    refused before it opens: the server answers the handshake with HTTP 403."""
+
+    def __init__(self, application: ASGIApp) -> None:
+        self.application = application
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if self.allows(scope):
+            await self.application(scope, receive, send)
+            return
+        message = await receive()  # websocket.connect
+        if message.get("type") == "websocket.connect":
+            await send({"type": "websocket.close", "code": 1008})
+
+    @staticmethod
+    def allows(scope: dict[str, Any]) -> bool:
+        headers = header_map(scope)
+        host, origin = first(headers, "host") or "", first(headers, "origin")
+        if origin is None or not _host_allowed(host, _allowed_hosts()):
+            return False
+        scheme = request_scheme(scope, headers)
+        return same_origin(origin, scheme, host) or _trusted_by_csrf(origin)
 
 
 def _media_types(value: str | None) -> set[str]:

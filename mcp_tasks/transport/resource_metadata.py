@@ -12,29 +12,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.conf import settings
-
 from ..authoring.registry import mcp
 from ..conf import get_config
-from .http import HttpError, check_host, first, header_map
+from .http import HttpError, check_host, header_map, request_scheme
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
 
-def _scheme(scope: dict[str, Any], headers: dict[str, str | list[str]]) -> str:
-    """The request's scheme; ``SECURE_PROXY_SSL_HEADER`` is honoured as Django does."""
-    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
-    if proxy:
-        name, secure = proxy
-        name = name.removeprefix("HTTP_").replace("_", "-").lower()
-        value = (first(headers, name) or "").split(",")[0].strip()
-        if value:
-            return "https" if value == secure else "http"
-    return str(scope.get("scheme") or "http")
-
-
 def _origin(scope: dict[str, Any], headers: dict[str, str | list[str]]) -> str:
-    return f"{_scheme(scope, headers)}://{check_host(headers)}"
+    return f"{request_scheme(scope, headers)}://{check_host(headers)}"
 
 
 def _mcp_path() -> str:

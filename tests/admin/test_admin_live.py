@@ -67,10 +67,15 @@ def staff(name: str, *perms: str) -> User:
 
 
 async def open_socket(
-    user: User | None, origin: bytes = b"http://testserver"
+    user: User | None,
+    origin: bytes | None = b"http://testserver",
+    host: bytes = b"testserver",
+    extra: list[tuple[bytes, bytes]] | None = None,
 ) -> tuple[WebsocketCommunicator, bool, Any]:
     cookie = await sync_to_async(session_cookie)(user)
-    headers = [(b"host", b"testserver"), (b"origin", origin)]
+    headers = [(b"host", host), *(extra or [])]
+    if origin is not None:
+        headers.append((b"origin", origin))
     if cookie:
         headers.append((b"cookie", cookie))
     application = admin_live_application()
@@ -121,6 +126,54 @@ async def test_another_sites_page_is_refused() -> None:
     olga = await sync_to_async(staff)("olga", "view_task")
     _, connected, _ = await open_socket(olga, origin=b"https://evil.example")
     assert connected is False
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [b"https://testserver", b"http://testserver:8000", b"https://testserver:80", None],
+    ids=["another scheme", "another port", "the other scheme on this port", "no origin"],
+)
+async def test_a_page_of_another_origin_on_this_host_is_refused(origin: bytes | None) -> None:
+    olga = await sync_to_async(staff)("olga", "view_task")
+    _, connected, _ = await open_socket(olga, origin=origin)
+    assert connected is False
+
+
+async def test_a_default_port_written_or_not_is_this_origin() -> None:
+    olga = await sync_to_async(staff)("olga", "view_task")
+    communicator, connected, _ = await open_socket(olga, origin=b"http://testserver:80")
+    assert connected
+    await communicator.disconnect()
+
+
+async def test_a_rebound_domain_outside_allowed_hosts_is_refused() -> None:
+    olga = await sync_to_async(staff)("olga", "view_task")
+    _, connected, _ = await open_socket(olga, origin=b"http://evil.example", host=b"evil.example")
+    assert connected is False
+
+
+async def test_behind_a_tls_proxy_the_https_page_is_this_origin() -> None:
+    olga = await sync_to_async(staff)("olga", "view_task")
+    forwarded = [(b"x-forwarded-proto", b"https")]
+    with override_settings(SECURE_PROXY_SSL_HEADER=("HTTP_X_FORWARDED_PROTO", "https")):
+        communicator, connected, _ = await open_socket(
+            olga, origin=b"https://testserver", extra=forwarded
+        )
+        assert connected
+        await communicator.disconnect()
+        _, connected, _ = await open_socket(olga, origin=b"http://testserver", extra=forwarded)
+        assert connected is False
+
+
+async def test_a_page_of_an_origin_csrf_trusts_is_accepted() -> None:
+    olga = await sync_to_async(staff)("olga", "view_task")
+    with override_settings(CSRF_TRUSTED_ORIGINS=["https://*.example.com", "https://ops.test"]):
+        for origin in (b"https://admin.example.com", b"https://ops.test"):
+            communicator, connected, _ = await open_socket(olga, origin=origin)
+            assert connected, origin
+            await communicator.disconnect()
+        _, connected, _ = await open_socket(olga, origin=b"http://admin.example.com")
+        assert connected is False
 
 
 async def test_staff_who_may_view_tasks_are_accepted() -> None:

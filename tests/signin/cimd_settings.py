@@ -1,6 +1,7 @@
 """Settings of the live servers of ``test_cimd_e2e.py``: the live servers' settings
-(``tests.support.live_settings``, i.e. the example project's) with the tests' loopback
-fetcher of client metadata documents (``tests.signin.cimd_documents``).
+(``tests.support.live_settings``, i.e. the example project's) with the example's fetcher of
+client metadata documents allowed to read them on loopback (``tests.signin.cimd_documents``;
+the server's environment trusts the test authority).
 
 ``SIGNIN_TEST_CIMD=off`` turns Client ID Metadata Documents off, as a site that does not
 accept them would: clients then register (RFC 7591).
@@ -13,6 +14,6 @@ from tests.support.live_settings import OAUTH2_PROVIDER
 
 OAUTH2_PROVIDER = {
     **OAUTH2_PROVIDER,
-    "CIMD_METADATA_FETCHER": "tests.signin.cimd_documents.LoopbackFetcher",
+    "CIMD_METADATA_FETCHER": "tests.signin.cimd_documents.LoopbackAllowedFetcher",
     "CIMD_ENABLED": os.environ.get("SIGNIN_TEST_CIMD", "on") != "off",
 }

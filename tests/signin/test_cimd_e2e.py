@@ -2,9 +2,9 @@
 against the example project on a live server.
 
 - Client ID Metadata Documents: the test publishes the client's metadata document on a
-  loopback port; the client offers its URL as the client_id, the authorization server
-  fetches the document (the tests' loopback fetcher, ``cimd_documents.py``: only the
-  transport differs from DOT's), shows the client's name and host on the consent page, and
+  loopback port (HTTPS, a test authority the server trusts); the client offers its URL as
+  the client_id, the authorization server fetches the document (the example's fetcher,
+  allowed to reach loopback only: ``cimd_documents.py``), shows the client's name and host on the consent page, and
   issues a token; the client calls a tool and runs a task. With CIMD off, the same client
   registers (RFC 7591) instead.
 - The authorization response carries the issuer (RFC 9207 ``iss``), which the SDK checks
@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from tests.conftest import LiveServer
-from tests.signin.cimd_documents import DocumentServer
+from tests.signin.cimd_documents import DocumentServer, trust_env
 from tests.signin.oauth_client import (
     CREATE_USERS,
     PASSWORD,
@@ -70,7 +70,7 @@ def client_id(documents: DocumentServer) -> str:
 
 
 def _server_with_users(request: pytest.FixtureRequest, env: dict[str, str]) -> Iterator[LiveServer]:
-    for server in start_module_server(request, env, label="sign-in server"):
+    for server in start_module_server(request, {**env, **trust_env()}, label="sign-in server"):
         asyncio.run(django_shell(server, CREATE_USERS, usernames=USERS, password=PASSWORD))
         yield server
 

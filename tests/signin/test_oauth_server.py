@@ -4,7 +4,7 @@ registration (RFC 7591), authorization code with PKCE S256 only, a sign-in and a
 page, the issuer in every authorization response (RFC 9207), and tokens bound to the MCP
 resource (RFC 8707) that the DOT verifier accepts; any other resource is refused with
 ``invalid_target``. Django's test client, real database; client metadata documents come
-from a loopback server (``cimd_documents.py``)."""
+from a loopback HTTPS server (``cimd_documents.py``)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from django.test import Client, override_settings
 from mcp_tasks.auth import principal_for
 from mcp_tasks.auth.verifiers import dot
 from project import settings as project_settings
-from tests.signin.cimd_documents import FETCHER, DocumentServer
+from tests.signin.cimd_documents import FETCHER, DocumentServer, trust_env
 
 pytestmark = pytest.mark.django_db
 
@@ -253,8 +253,12 @@ def test_token_for_another_resource_is_invalid_target() -> None:
 
 @pytest.fixture(scope="module")
 def documents() -> Iterator[DocumentServer]:
+    """The document server, its authority trusted while the module's tests run."""
     server = DocumentServer()
-    yield server
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in trust_env().items():
+            env.setenv(name, value)
+        yield server
     server.close()
 
 

@@ -487,6 +487,47 @@ def test_localhost_http_authorization_server_passes() -> None:
         assert run() == []
 
 
+# -- W014: the CIMD fetcher ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fetcher",
+    [None, "oauth2_provider.cimd.SafeMetadataFetcher", "class"],
+    ids=["DOT's default", "DOT's by path", "DOT's class"],
+)
+def test_cimd_fetched_by_dots_own_fetcher_is_w014(fetcher: str | None) -> None:
+    from oauth2_provider.cimd import SafeMetadataFetcher
+
+    dot: dict[str, Any] = {"CIMD_ENABLED": True}
+    if fetcher is not None:
+        dot["CIMD_METADATA_FETCHER"] = SafeMetadataFetcher if fetcher == "class" else fetcher
+    with override_settings(OAUTH2_PROVIDER=dot):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.W014"]
+    assert "mcp_tasks.auth.cimd.BoundedMetadataFetcher" in (messages[0].hint or "")
+
+
+def test_cimd_fetched_by_the_bounded_fetcher_passes() -> None:
+    dot = {
+        "CIMD_ENABLED": True,
+        "CIMD_METADATA_FETCHER": "mcp_tasks.auth.cimd.BoundedMetadataFetcher",
+    }
+    with override_settings(OAUTH2_PROVIDER=dot):
+        assert run() == []
+
+
+def test_cimd_off_passes_whatever_the_fetcher() -> None:
+    with override_settings(OAUTH2_PROVIDER={"CIMD_ENABLED": False}):
+        assert run() == []
+
+
+def test_the_example_projects_authorization_server_passes() -> None:
+    from project import settings as project_settings
+
+    with override_settings(OAUTH2_PROVIDER=project_settings.OAUTH2_PROVIDER):
+        assert run() == []
+
+
 # -- W007 ------------------------------------------------------------------------------------
 
 

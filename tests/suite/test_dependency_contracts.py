@@ -910,7 +910,9 @@ class TestDjango:
 class TestDjangoOAuthToolkit:
     """What ``project/views.py`` (the example authorization server: RFC 8707
     ``invalid_target``, RFC 9207 ``iss`` on error redirects, the consent page's client host)
-    overrides and calls on django-oauth-toolkit's views, which DOT does not document."""
+    overrides and calls on django-oauth-toolkit's views, and the private helpers of
+    ``oauth2_provider.cimd`` that ``mcp_tasks/auth/cimd.py`` (the bounded CIMD fetcher) keeps
+    DOT's rules with, which DOT does not document."""
 
     CHECKED = ">=3.4,<3.5"
 
@@ -938,6 +940,40 @@ class TestDjangoOAuthToolkit:
         application = get_application_model()
         assert "registration_source" in {field.name for field in application._meta.get_fields()}
         assert parameters(application.redirect_uri_allowed) == ["self", "uri"]
+
+    def test_cimd_validate_client_id_url_parses_a_client_id_and_refuses_bad_ones(self) -> None:
+        from oauth2_provider.cimd import CIMDError, _validate_client_id_url
+
+        parsed = _validate_client_id_url("https://[2001:db8::1]:8443/c/app.json?v=2")
+        assert (parsed.hostname, parsed.port) == ("2001:db8::1", 8443)
+        assert (parsed.netloc, parsed.path, parsed.query) == (
+            "[2001:db8::1]:8443",
+            "/c/app.json",
+            "v=2",
+        )
+        for refused in ("http://a.example/c.json", "https://a.example/c/../d.json"):
+            with pytest.raises(CIMDError):
+                _validate_client_id_url(refused)
+
+    def test_cimd_ip_is_public_refuses_internal_addresses_in_every_form(self) -> None:
+        from oauth2_provider.cimd import _ip_is_public
+
+        internal = ["127.0.0.1", "10.0.0.1", "169.254.169.254", "::1", "::ffff:127.0.0.1"]
+        internal += ["64:ff9b::a9fe:a9fe", "fe80::1"]
+        assert [ip for ip in internal if _ip_is_public(ip)] == []
+        assert _ip_is_public("93.184.215.14") is True
+        assert _ip_is_public("2606:2800:21f:cb07:6820:80da:af6b:8b2c") is True
+
+    def test_cimd_effective_max_age_clamps_cache_control_to_the_settings(self) -> None:
+        from django.test import override_settings
+        from oauth2_provider.cimd import _effective_max_age
+
+        bounds = {"CIMD_METADATA_MIN_AGE_SECONDS": 300, "CIMD_METADATA_MAX_AGE_SECONDS": 86400}
+        with override_settings(OAUTH2_PROVIDER=bounds):
+            assert _effective_max_age("public, max-age=600") == 600
+            assert _effective_max_age("max-age=5") == 300
+            assert _effective_max_age("no-store") == 300
+            assert _effective_max_age(None) == 86400
 
 
 class TestOtlpProtoCommon:

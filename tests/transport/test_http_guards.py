@@ -106,6 +106,30 @@ async def test_loopback_origin_on_another_port_is_forbidden(
     assert response.status_code == 403
 
 
+async def test_same_host_on_another_scheme_is_forbidden_on_both_eras(
+    http: httpx.AsyncClient, url: str, server: LiveServer
+) -> None:
+    other_scheme = server.url.replace("http://", "https://")
+    modern = await post_modern(http, url, "tools/list", headers={"Origin": other_scheme})
+    legacy = await http.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+        headers={**legacy_headers(), "Origin": other_scheme},
+    )
+    assert (modern.status_code, legacy.status_code) == (403, 403)
+
+
+async def test_a_default_port_written_or_not_is_the_same_origin(
+    http: httpx.AsyncClient, url: str
+) -> None:
+    # As behind a proxy on port 80 that passes the client's Host on: "127.0.0.1", no port.
+    response = await post_modern(
+        http, url, "tools/list", headers={"Host": "127.0.0.1", "Origin": "http://127.0.0.1:80"}
+    )
+    assert response.status_code == 200
+    assert "result" in final_message(response)
+
+
 async def test_same_origin_is_allowed(
     http: httpx.AsyncClient, url: str, server: LiveServer
 ) -> None:
