@@ -129,6 +129,7 @@ class Context:
         request_context: Any = None,
         headers: Mapping[str, str] | None = None,
         prepared: Any = None,
+        attempt: int = 1,
     ) -> None:
         self._backend: ContextBackend = backend or _NoBackend(task_id)
         self._request_id = request_id
@@ -146,6 +147,8 @@ class Context:
         self.headers: dict[str, str] = dict(headers or {})
         #: In a task: what the tool's ``TaskConfig.prepare`` returned before the task existed.
         self.prepared = prepared
+        #: Which attempt this run is (``TaskConfig(retries=...)`` runs a task again): 1 first.
+        self.attempt = attempt
 
     # -- identity -------------------------------------------------------------------------
 

@@ -47,7 +47,7 @@ from .envelope import check_param_headers
 from .request import RequestInfo, Sink
 from .request_backend import RequestBackend, gather_answers, input_required_result, make_context
 from .stored import require_storable
-from .task_handles import TaskHandles, companion_names
+from .task_handles import TaskHandles, companion_names, inline_window
 
 logger = logging.getLogger("mcp_tasks.protocol")
 
@@ -210,10 +210,8 @@ def plain_client_tools(
         definition = tool.definition()
         if tool.task.mode != "forbidden":
             definition.pop("outputSchema", None)
-            window = tool.task.inline_window
-            seconds = float(get_config()["INLINE_WINDOW"] if window is None else window)
             note = (
-                f"Runs in the background: if it has not finished within {seconds:g} seconds, "
+                f"Runs in the background: if it has not finished within {inline_window(tool):g} seconds, "
                 f"its result says so and gives a task_id; then call `{names.check}` with that "
                 "task_id for the result."
             )

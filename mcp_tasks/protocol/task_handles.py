@@ -59,6 +59,13 @@ def companion_names() -> CompanionNames:
     return CompanionNames.of({**DEFAULTS["COMPANION_TOOLS"], **get_config()["COMPANION_TOOLS"]})
 
 
+def inline_window(tool: ToolSpec) -> float:
+    """Seconds a call of ``tool`` waits for its task (``TaskConfig.inline_window``, else
+    ``INLINE_WINDOW``)."""
+    window = tool.task.inline_window
+    return float(get_config()["INLINE_WINDOW"] if window is None else window)
+
+
 def final_result(task: TaskView) -> dict[str, Any]:
     """What the call of an ended task answers: its result exactly as the tool gave it, the
     JSON-RPC error of a ``failed`` task, or an ``isError`` result for a cancelled one."""
@@ -163,11 +170,10 @@ class TaskHandles:
             if isinstance(created, dict):
                 return created  # TaskConfig.prepare asks first (MRTR)
             task = created
-        window = tool.task.inline_window
         plan = Follow(
             target=tool.name,
             arguments=arguments,
-            window=float(get_config()["INLINE_WINDOW"] if window is None else window),
+            window=inline_window(tool),
             until_change=False,
             abandon=True,
         )

@@ -553,4 +553,5 @@ async def _context(
         request_context=None,
         headers=caller.headers,
         prepared=(task.snapshot.prior_answers or {}).get("prepared"),
+        attempt=task.attempt,
     )

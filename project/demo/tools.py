@@ -13,6 +13,9 @@ from mcp_tasks import (
     CancelledElicitation,
     Context,
     DeclinedElicitation,
+    Retry,
+    RetryTask,
+    TaskConfig,
     mcp,
 )
 
@@ -126,3 +129,24 @@ async def long_report(quarter: str, ctx: Context, steps: int = 3) -> str:
     answer = await ctx.elicit("Include draft figures?", bool)
     drafts = isinstance(answer, AcceptedElicitation) and answer.data
     return f"Report for {quarter}: {steps} sections{' with drafts' if drafts else ''}."
+
+
+@mcp.tool(task=TaskConfig(mode="optional", concurrency=2, concurrency_key="album"))
+async def render_thumbnails(album: str, ctx: Context, count: int = 3) -> str:
+    """A concurrency limit: at most two renders of one album run at once, across every
+    worker; the others wait ("Waiting for a free slot") holding no worker slot."""
+    for done in range(1, count + 1):
+        await asyncio.sleep(0.5)
+        await ctx.report_progress(done, count, f"thumbnail {done} of {count}")
+    return f"Rendered {count} thumbnails of {album}."
+
+
+@mcp.tool(task=TaskConfig(mode="optional", retries=Retry(attempts=3, delay=0.5)))
+async def fetch_exchange_rate(currency: str, ctx: Context, failures: int = 1) -> str:
+    """Retries: the first ``failures`` attempts fail as if the rate service were down
+    (``RetryTask``); each next attempt waits longer, and questions already answered are not
+    asked again. With ``failures`` of 3 or more every attempt fails."""
+    attempt = ctx.attempt
+    if attempt <= failures:
+        raise RetryTask(f"the rate service did not answer (attempt {attempt})")
+    return f"1 EUR = 1.08 {currency.upper()} (attempt {attempt})"

@@ -28,6 +28,8 @@ from tests.support.worker_fixtures import TASKS_EXTENSION, envelope, headers_for
 
 #: What the client declares in every request: the tasks extension and form elicitation.
 CAPABILITIES: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}}}
+#: A host without the tasks extension (README "Clients without tasks").
+PLAIN_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}}
 FIRST_POLL_DELAY = 0.020
 DEFAULT_POLL_CAP = 0.5
 TERMINAL = ("completed", "failed", "cancelled")
@@ -139,9 +141,15 @@ class BenchClient:
     async def post(self, body: dict[str, Any], headers: dict[str, str]) -> Response:
         return await self.pool.post(json.dumps(body, separators=(",", ":")).encode(), headers)
 
-    async def request(self, method: str, params: dict[str, Any], name: str | None) -> Task:
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any],
+        name: str | None,
+        caps: dict[str, Any] = CAPABILITIES,
+    ) -> Task:
         """POST one request; its ``result`` (a JSON-RPC error raises :class:`BenchError`)."""
-        body = envelope(method, params, caps=CAPABILITIES)
+        body = envelope(method, params, caps=caps)
         self.sent[method] += 1
         response = await self.post(body, headers_for(method, name))
         messages = response.messages()
@@ -187,6 +195,14 @@ class BenchClient:
         task = await self.poll(await self.start("trivial_task", {"n": n}), is_completed)
         if text_of(task["result"]) != str(n):
             raise BenchError(f"unexpected trivial_task result {task}")
+
+    async def plain_trivial_task(self, n: int) -> None:
+        """``trivial_task(n)`` called by a client without the tasks extension: a task all
+        the same, whose result the call answers within its window."""
+        params = {"name": "trivial_task", "arguments": {"n": n}}
+        result = await self.request("tools/call", params, "trivial_task", PLAIN_CAPABILITIES)
+        if text_of(result) != str(n):
+            raise BenchError(f"unexpected trivial_task result {result}")
 
     async def question_round_trip(self, _: int = 0) -> None:
         """``bench_ask``: call → ``input_required`` → ``tasks/update`` → ``completed``."""

@@ -6,6 +6,7 @@ MCPServer for plain calls), driven from outside over HTTP. A script, not a test:
     python tests/benchmarks/compare.py --quick --only ours    # CI smoke: seconds, no peer
     python tests/benchmarks/compare.py tasks-get-scaling      # mcp_tasks only: tasks/get vs rows
     python tests/benchmarks/compare.py parked --parked 1000   # mcp_tasks only: parked questions
+    python tests/benchmarks/compare.py handles                # mcp_tasks only: clients without tasks
     python tests/benchmarks/compare.py embedded               # mcp_tasks only: ./scripts/dev mode
     python tests/benchmarks/compare.py fairness               # one caller's flood, another's wait
     python tests/benchmarks/compare.py --only ours,observed   # the cost of traces and metrics
@@ -70,7 +71,7 @@ from tests.benchmarks.stacks import (  # noqa: E402
     start_peer,
     start_sdk,
 )
-from tests.benchmarks.submodes import run_parked, run_scaling  # noqa: E402
+from tests.benchmarks.submodes import run_handles, run_parked, run_scaling  # noqa: E402
 from tests.conftest import _Databases, _postgres_target  # noqa: E402
 from tests.support.legacy_client_fixtures import build_client_venv  # noqa: E402
 from tests.support.worker_fixtures import RedisProcess, db_rows, free_port  # noqa: E402
@@ -87,7 +88,7 @@ CLIENTS = {
     "raw": "raw HTTP/1.1 keep-alive connections on asyncio streams (--client raw)",
     "httpx": "httpx AsyncClients, 10 connections each (--client httpx)",
 }
-MODES = ("compare", "tasks-get-scaling", "parked", "embedded", "fairness")
+MODES = ("compare", "tasks-get-scaling", "parked", "handles", "embedded", "fairness")
 ROUNDS = ("compare", "embedded")  # the modes that measure in rounds
 
 
@@ -305,7 +306,7 @@ def run_embedded(
 def run_submode(
     args: argparse.Namespace, sizes: Sizes, cleanup: contextlib.ExitStack, logs: Path
 ) -> list[str]:
-    """``tasks-get-scaling`` or ``parked`` on one mcp_tasks stack."""
+    """``tasks-get-scaling``, ``parked`` or ``handles`` on one mcp_tasks stack."""
     started = Started()
     services = start_services(args, cleanup, logs)
     env = (
@@ -324,6 +325,8 @@ def run_submode(
         if not services.database.startswith("PostgreSQL"):
             sys.exit("tasks-get-scaling needs PostgreSQL (--database-url postgres://...)")
         body = asyncio.run(run_scaling(stack, sizes, services.database_url))
+    elif args.mode == "handles":
+        body = asyncio.run(run_handles(stack, sizes, services.redis_url))
     else:
         body = asyncio.run(run_parked(stack, sizes, services.redis_url, args.hold_window))
     return [*header(args, [stack], services, started), "", *body]

@@ -8,13 +8,18 @@
   the workers let go of them); the workers' memory (RSS, PSS) before and after, and the
   latency of an unrelated trivial task with them parked against without: right after
   parking (with ``--hold-window`` longer than the parking, while every one of them waits in
-  its hold window) and once the workers let go of them.
+  its hold window) and once the workers let go of them;
+- ``handles``: a trivial task called by a client with the tasks extension (create, then
+  ``tasks/get`` on the schedule) and by one without it (one call that waits for the task):
+  latency, requests, Redis commands and CPU per task, side by side. The window's wait is
+  the same watch ``tasks/get`` uses; it should add no Redis command and no worker CPU.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 from tests.benchmarks.bench_client import (
     BenchClient,
@@ -185,3 +190,69 @@ async def run_parked(stack: Stack, sizes: Sizes, redis_url: str, hold_window: fl
         f"parking {len(task_ids):,} tasks ({sizes.in_flight} in flight) took {parking:.0f}s; "
         f"INPUT_HOLD_WINDOW {hold_window:g}s",
     ]
+
+
+# -- handles ---------------------------------------------------------------------------------------
+
+
+def redis_commands(redis_url: str) -> int:
+    """Commands the Redis has processed since it started."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        return int(client.info("stats")["total_commands_processed"])
+    finally:
+        client.close()
+
+
+async def run_handles(stack: Stack, sizes: Sizes, redis_url: str) -> list[str]:
+    client = BenchClient(stack.mcp_url, in_flight=sizes.in_flight)
+    columns: list[list[str]] = []
+    try:
+        await warm_up(stack, client)
+        await sequential(client.plain_trivial_task, 5)  # warm, not measured
+        ways: list[tuple[str, Callable[[int], Awaitable[None]]]] = [
+            ("tasks extension", client.trivial_task),
+            ("no tasks extension", client.plain_trivial_task),
+        ]
+        for _, way in ways:
+            sent = sum(client.sent.values())
+            commands = await asyncio.to_thread(redis_commands, redis_url)
+            http_cpu, worker_cpu = stack_cpu(stack)
+            samples = await sequential(way, sizes.latency)
+            count = len(samples)
+            commands = await asyncio.to_thread(redis_commands, redis_url) - commands
+            http_after, worker_after = stack_cpu(stack)
+            columns.append(
+                [
+                    number(percentile(samples, 0.5) * 1000),
+                    number((sum(client.sent.values()) - sent) / count),
+                    number(commands / count),
+                    number((http_after - http_cpu) * 1000 / count),
+                    number((worker_after - worker_cpu) * 1000 / count),
+                ]
+            )
+    finally:
+        await client.aclose()
+    stack.check_alive()
+    labels = [
+        "task call → result p50 (ms), sequential",
+        "HTTP requests per task",
+        "Redis commands per task (all processes)",
+        "HTTP process CPU per task (ms)",
+        "worker CPU per task (ms)",
+    ]
+    rows = [[label, *(column[i] for column in columns)] for i, label in enumerate(labels)]
+    return [
+        *render(["trivial task", *(name for name, _ in ways)], rows),
+        f"{sizes.latency} sequential trivial tasks each way, on one server and worker",
+    ]
+
+
+def stack_cpu(stack: Stack) -> tuple[float, float]:
+    """CPU seconds of the HTTP process, and of the workers with their children."""
+    from tests.benchmarks.stacks import cpu_seconds
+
+    http, *workers = stack.pids()
+    return cpu_seconds(http), sum(cpu_seconds(pid) for pid in workers)

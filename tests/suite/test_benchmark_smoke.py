@@ -106,6 +106,19 @@ def test_quick_comparison_prints_a_number_for_every_metric(
     assert "reproduce: python tests/benchmarks/compare.py --quick --only ours,observed" in output
 
 
+@pytest.mark.redis
+@pytest.mark.postgres
+@pytest.mark.live
+def test_quick_handles_mode_prints_both_ways_side_by_side(postgres_url: str) -> None:
+    """A trivial task called with and without the tasks extension (README "Clients without
+    tasks"): the same figures for both, and one request per task without it."""
+    output = run_compare("handles", "--quick", "--database-url", postgres_url)
+    rows = {label: values for label, *values in table(output)}
+    assert len(rows) == 5, output
+    assert all(is_number(value) for values in rows.values() for value in values), output
+    assert rows["HTTP requests per task"][1] == "1.00", output
+
+
 @pytest.mark.live
 def test_quick_embedded_mode_prints_a_number_for_every_metric() -> None:
     output = run_compare("embedded", "--quick")

@@ -229,6 +229,31 @@ def test_an_unknown_task_is_not_found(client: McpClient) -> None:
     assert (raised.value.code, raised.value.message) == (-32602, "Task not found")
 
 
+# -- the example project's retries and concurrency limits -------------------------------------
+
+
+@tasks
+def test_a_transient_failure_runs_again_and_the_tool_sees_its_attempt(client: McpClient) -> None:
+    run = client.start("fetch_exchange_rate", {"currency": "usd", "failures": 1})
+    assert run.wait()["status"] == "completed"
+    assert run.text == "1 EUR = 1.08 USD (attempt 2)"
+
+
+@tasks
+def test_every_attempt_failing_ends_the_task_with_the_last_error(client: McpClient) -> None:
+    run = client.start("fetch_exchange_rate", {"currency": "usd", "failures": 5})
+    assert run.wait()["status"] == "completed"
+    assert run.result["isError"] is True
+    assert run.text == "the rate service did not answer (attempt 3)"
+
+
+@tasks
+def test_a_limited_tool_runs_to_its_result(client: McpClient) -> None:
+    runs = [client.start("render_thumbnails", {"album": "trip", "count": 1}) for _ in range(3)]
+    assert [run.wait()["status"] for run in runs] == ["completed"] * 3
+    assert {run.text for run in runs} == {"Rendered 1 thumbnails of trip."}
+
+
 # -- async ------------------------------------------------------------------------------------
 
 
