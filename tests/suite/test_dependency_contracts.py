@@ -659,6 +659,7 @@ class TestChannels:
         layer = InMemoryChannelLayer()
         assert not hasattr(layer, "_loop"), "InProcessChannelLayer's _loop would replace it"
         assert not hasattr(layer, "_home"), "InProcessChannelLayer's _home would replace it"
+        assert not hasattr(layer, "_store"), "InProcessChannelLayer's _store would replace it"
         expected = {
             "send": ["self", "channel", "message"],
             "receive": ["self", "channel"],
@@ -670,6 +671,15 @@ class TestChannels:
         }
         for name, names in expected.items():
             assert parameters(getattr(InMemoryChannelLayer, name)) == names, name
+        # InProcessChannelLayer takes the same options and keys its shared store by them.
+        assert parameters(InMemoryChannelLayer.__init__) == [
+            "self",
+            "expiry",
+            "group_expiry",
+            "capacity",
+            "channel_capacity",
+            "kwargs",
+        ]
 
 
 # -- channels_redis ----------------------------------------------------------------------------
