@@ -23,7 +23,7 @@ from tests.support.rows import new_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ELICITING = {"elicitation": {"form": {}}}
+ELICITING: dict[str, Any] = {"elicitation": {"form": {}}}
 LAYER = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 
@@ -52,6 +52,7 @@ def test_a_question_that_cannot_be_recorded_fails_the_task(
     assert ended is not None
     assert ended.status == "failed"
     assert ended.result is None  # the tool did not go on to a result
+    assert ended.error is not None
     assert "could not be recorded" in ended.error["message"]
     assert "database table is locked" in ended.error["message"]
 
@@ -67,5 +68,6 @@ def test_an_answer_that_cannot_be_read_back_fails_the_task(
     ended = service.find_task(task.id)
     assert ended is not None
     assert ended.status == "failed"
+    assert ended.error is not None
     assert "answer could not be read" in ended.error["message"]
     assert InputRequest.objects.filter(task_id=task.id).count() == 1  # it was asked
