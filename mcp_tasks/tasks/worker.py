@@ -168,6 +168,8 @@ class _FairDequeuing:
                     fair_queue.wait_for_bell(
                         worker.connection, [queue.name for queue in worker.queues], limit
                     )
+                    if worker._stop_requested:  # rung by request_stop
+                        return None
                 found, rest = self._take_one()
                 if found or timeout is None:
                     return found
@@ -484,7 +486,11 @@ class EmbeddedTaskWorker(TaskWorker):
         return None  # the ASGI process did, when its application was built
 
     def request_stop(self, signum: Any = None, frame: Any = None) -> None:
+        """Stop taking jobs: an idle worker, woken by its bell, ends at once."""
         self._stop_requested = True
+        with contextlib.suppress(redis.exceptions.RedisError):
+            for queue in self.queues:
+                self.connection.rpush(fair_queue.bell_key(queue.name), "1")
 
 
 class ForkingTaskWorker(_FairDequeuing, _Maintaining, Worker):

@@ -17,7 +17,7 @@ from mcp_tasks.management.commands.mcp_tasks_call import ProgressBar, parse_pair
 from mcp_tasks.models import Task
 from mcp_tasks.testing import Progress
 
-tasks = pytest.mark.usefixtures("embedded_tasks")
+tasks = pytest.mark.usefixtures("mcp_tasks_worker")
 
 
 @dataclass
