@@ -48,7 +48,7 @@ from .intake import Intake, note_parked
 from .job import execute
 from .loop_thread import LoopThread
 from .question_mail import send_due
-from .queue import JOB_FUNCTION
+from .queue import JOB_FUNCTION, TASK_WORKER_FIELD
 from .rq_bookkeeping import Started, Taken
 from .runtime import JobSlot, Runtime, Slots
 
@@ -138,6 +138,11 @@ class _FairDequeuing:
     ``max_idle_time``; no ``timeout``: one look, as in burst mode) over the fair queue
     (:mod:`.fair_queue`): the worker waits on its queues' bells (at once when jobs are
     ready), then :meth:`_take_one` takes the next job."""
+
+    def serialize(self) -> dict[str, Any]:
+        """rq's registration of the worker, marked as one that takes task jobs: only such
+        workers count as serving a queue (:func:`.queue.queue_workers`)."""
+        return {**super().serialize(), TASK_WORKER_FIELD: "1"}  # type: ignore[misc]
 
     def _take_one(self) -> tuple[Any, Taken | fair_queue.TakenOne]:
         """The next job (None when none waits), and what the take said of the rest."""

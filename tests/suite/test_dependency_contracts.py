@@ -124,6 +124,7 @@ class TestRq:
         "_install_signal_handlers": [],
         "run_maintenance_tasks": [],
         "maintain_heartbeats": ["job", "execution"],
+        "serialize": [],
     }
 
     #: Every rq name mcp_tasks imports, by module.
@@ -191,6 +192,17 @@ class TestRq:
             "execution",
             "exc_info",
         ]
+
+    def test_rq_worker_registers_with_the_hash_serialize_gives_and_a_birth(
+        self, fake_redis: Any
+    ) -> None:
+        """tasks/queue.py tells task workers from others by a field serialize adds, and
+        counts a registration alive by its ``birth``."""
+        worker = Worker(["mcp_tasks"], connection=fake_redis)
+        worker.serialize = lambda: {**Worker.serialize(worker), "marker": "1"}  # type: ignore[method-assign]
+        worker.register_birth()  # type: ignore[no-untyped-call]
+        assert fake_redis.hget(worker.key, "marker") == b"1"
+        assert fake_redis.hget(worker.key, "birth") is not None
 
     def test_rq_worker_has_maintain_heartbeats_taking_job_and_execution(self) -> None:
         assert parameters(BaseWorker.maintain_heartbeats) == ["self", "job", "execution"]
