@@ -746,6 +746,19 @@ class TestDjangoRq:
         assert reverse("django_rq:home")
         assert reverse("admin:django_rq_home")
 
+    def test_django_rq_lists_its_dashboard_as_a_model_admin_of_url_patterns(self) -> None:
+        """admin/rq_dashboard.py registers django-rq's ModelAdmin of ``Dashboard`` again,
+        a subclass that wraps the views of its ``get_urls()``."""
+        from django.contrib import admin
+        from django.urls import URLPattern
+        from django_rq.admin import QueueAdmin
+        from django_rq.models import Dashboard
+
+        registered = admin.site.get_model_admin(Dashboard)
+        assert isinstance(registered, QueueAdmin)
+        patterns = registered.get_urls()  # type: ignore[no-untyped-call]
+        assert all(isinstance(pattern, URLPattern) for pattern in patterns)
+
 
 # -- Django ------------------------------------------------------------------------------------
 
