@@ -5,7 +5,8 @@ pytest-django's); ``-p no:mcp_tasks`` turns it off. Its fixtures need pytest-dja
 - ``mcp_client``: an in-process :class:`~mcp_tasks.testing.McpClient` of the project's
   ASGI application.
 - ``mcp_tasks_worker``: the test runs task tools on the embedded worker, in threads of the
-  test process: ``MCP_TASKS["EMBEDDED_WORKER"]`` on, quick polls, the rows in the database
+  test process: ``MCP_TASKS["EMBEDDED_WORKER"]`` on, quick polls (:data:`WORKER_SETTINGS`),
+  the rows in the database
   for every thread to see (``transactional_db``), ``mcp_tasks.layers.InProcessChannelLayer``
   unless the project's layer serves other threads already (channels_redis), the worker
   started for the test and stopped after it with its connections closed.
@@ -36,8 +37,11 @@ from .client import McpClient
 
 #: The fixture that runs the embedded worker: a session using it gets database files.
 WORKER_FIXTURE = "mcp_tasks_worker"
-#: What ``mcp_tasks_worker`` sets in ``MCP_TASKS`` before ``mcp_tasks_settings``.
-WORKER_SETTINGS = {"EMBEDDED_WORKER": True, "TASK_POLL_INTERVAL": 0.05}
+#: What ``mcp_tasks_worker`` sets in ``MCP_TASKS`` before ``mcp_tasks_settings``: quick
+#: polls that each answer at once (a held ``tasks/get`` answers at the *next* change, so a
+#: poller would miss the state a task was already in), so a state that lasts longer than a
+#: poll reaches ``on_progress``.
+WORKER_SETTINGS = {"EMBEDDED_WORKER": True, "TASK_POLL_INTERVAL": 0.05, "TASK_GET_HOLD": 0}
 #: Channel layers the embedded worker's thread cannot share (check mcp_tasks.W008).
 _ONE_LOOP_LAYERS = (None, "channels.layers.InMemoryChannelLayer")
 _IN_PROCESS_LAYER = {"BACKEND": "mcp_tasks.layers.InProcessChannelLayer"}

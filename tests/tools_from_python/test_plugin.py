@@ -192,6 +192,7 @@ def test_the_worker_keeps_a_layer_every_thread_can_use(
 def test_the_worker_turns_embedded_mode_on_with_quick_polls(settings: Any) -> None:
     assert settings.MCP_TASKS["EMBEDDED_WORKER"] is True
     assert settings.MCP_TASKS["TASK_POLL_INTERVAL"] == 0.05
+    assert settings.MCP_TASKS["TASK_GET_HOLD"] == 0
     assert not in_memory_sqlite()
 
 
