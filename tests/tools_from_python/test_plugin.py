@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import TransactionTestCase, override_settings
 
 from mcp_tasks.core.db import in_memory_sqlite
 from mcp_tasks.models import Task
 from mcp_tasks.tasks import embedded_worker
-from mcp_tasks.testing import McpClient, McpClientError, approve, reject
+from mcp_tasks.testing import McpClient, McpClientError, approve, reject, task_worker
 from tests.conftest import ROOT, _with_database
 
 worker = pytest.mark.usefixtures("mcp_tasks_worker")
@@ -243,3 +245,28 @@ def test_approve_says_when_no_approval_comes(mcp_client: McpClient, admin_user: 
     with pytest.raises(McpClientError, match="asked for no approval"):
         approve(run, admin_user, timeout=0.2)
     run.cancel()
+
+
+# -- without pytest's fixtures ----------------------------------------------------------------
+
+IN_PROCESS_LAYER = {"default": {"BACKEND": "mcp_tasks.layers.InProcessChannelLayer"}}
+
+
+class TaskWorkerInATransactionTestCase(TransactionTestCase):
+    """Django's test runner: ``task_worker()`` around the test's code."""
+
+    @override_settings(
+        MCP_TASKS={"EMBEDDED_WORKER": True, "TASK_POLL_INTERVAL": 0.05},
+        CHANNEL_LAYERS=IN_PROCESS_LAYER,
+    )
+    def test_a_task_runs_inside_task_worker(self) -> None:
+        with task_worker(), McpClient.in_process() as client:
+            run = client.start("long_report", {"quarter": "Q1", "steps": 1})
+            run.wait(answer={"Include draft figures?": True})
+        self.assertEqual(run.text, "Report for Q1: 1 sections with drafts.")
+        self.assertEqual(embedded_worker.workers(), [])
+
+    def test_task_worker_needs_embedded_mode(self) -> None:
+        with self.assertRaisesMessage(ImproperlyConfigured, "MCP_TASKS['EMBEDDED_WORKER']"):
+            with task_worker():
+                pass
