@@ -99,8 +99,8 @@ def _run(worker: Any) -> None:
 
 def stop_workers(timeout: float = 30.0) -> None:
     """Stop the embedded worker threads (a project's tests, or its own shutdown): each stops
-    taking jobs within a second, lets its running jobs finish, and ends. The next request
-    starts them again."""
+    taking jobs at once, lets its running jobs finish, and ends. The next request starts
+    them again (unless :func:`.embedded.no_autostart`)."""
     with _lock:
         workers, threads = list(_workers), list(embedded.threads)
         _workers.clear()
