@@ -6,10 +6,10 @@ pytest-django's); ``-p no:mcp_tasks`` turns it off. Its fixtures need pytest-dja
   ASGI application.
 - ``mcp_tasks_worker``: the test runs task tools on the embedded worker, in threads of the
   test process: ``MCP_TASKS["EMBEDDED_WORKER"]`` on, quick polls (:data:`WORKER_SETTINGS`),
-  the rows in the database
-  for every thread to see (``transactional_db``), ``mcp_tasks.layers.InProcessChannelLayer``
-  unless the project's layer serves other threads already (channels_redis), the worker
-  started for the test and stopped after it with its connections closed.
+  the rows in the database for every thread to see (``transactional_db``),
+  ``mcp_tasks.layers.InProcessChannelLayer`` unless the project's layer serves other threads
+  already (channels_redis), the worker started for the test and stopped after it with its
+  connections closed.
 - ``mcp_tasks_settings``: what ``mcp_tasks_worker`` adds to ``MCP_TASKS`` besides (``{}``);
   override it in a module or a ``conftest.py``.
 
@@ -49,6 +49,7 @@ _DIRECTORY = pytest.StashKey[Path]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Requests of this process leave the embedded worker to ``mcp_tasks_worker``."""
     embedded.no_autostart()
 
 
