@@ -41,8 +41,18 @@ CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 POSTGRES_URL = os.environ.get("POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 
+#: The extras the suite uses; with the repository's own dependency group ``test``.
+INSTALL = ["-e", ".[embedded,metrics,oauth,otel,postgres,testing,uvicorn]", "--group", "test"]
+
 # (python, django, databases of the default matrix)
 MATRIX = [("3.11", "5.2", "sqlite"), ("3.13", "6.1", "postgres")]
+
+
+def _install(session: nox.Session, *more: str) -> None:
+    """The project with :data:`INSTALL`; pip reads dependency groups from 25.1 on."""
+    if session.venv_backend != "uv":
+        session.install("pip>=25.1")
+    session.install(*INSTALL, *more)
 
 
 def _reachable(url: str, default_port: int) -> bool:
@@ -106,7 +116,7 @@ def _pytest(
     ids=[f"py{py}-django{dj}" for py, dj, _ in MATRIX],
 )
 def tests(session: nox.Session, django: str, databases: str) -> None:
-    session.install("-e", ".[test,postgres]", f"django~={django}.0")
+    _install(session, f"django~={django}.0")
     session.run("python", "-m", "django", "--version", silent=False)
     if os.environ.get("MCP_TASKS_TEST_MATRIX") == "full":
         databases = "sqlite postgres"
@@ -166,7 +176,7 @@ def tests(session: nox.Session, django: str, databases: str) -> None:
 
 @nox.session(python="3.13")
 def lint(session: nox.Session) -> None:
-    session.install("-e", ".[test,postgres]", "django~=6.1.0")
+    _install(session, "django~=6.1.0")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")

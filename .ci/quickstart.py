@@ -15,7 +15,14 @@
    ``--noreload`` and, once ``/mcp`` answers, an MCP client over raw HTTP (2026-07-28, the
    tasks extension) runs ``server/discover``, ``tools/list``, ``tools/call add``, and the
    quick start's question-asking tool as a task: it waits for ``input_required``, answers the
-   question with ``tasks/update`` and polls ``tasks/get`` to ``completed``.
+   question with ``tasks/update`` and polls ``tasks/get`` to ``completed``;
+5. the README's "In your tests": installs what its ``pip install`` line names (with the wheel,
+   and the ``postgres`` extra), writes its ``pytest.ini`` and test file into the project, and
+   runs pytest (pytest-django and the package's own plugin) on the default test database
+   settings (Django's in-memory SQLite test database) and on PostgreSQL
+   (``POSTGRES_URL``, default ``postgres://postgres@127.0.0.1:5432/postgres``; missing: a
+   failure with ``CI=true``, else skipped), ``QUICKSTART_TEST_RUNS`` times each (default 1):
+   every run must pass within 10 s, and leave no PostgreSQL test database behind.
 
 Everything is read from README.md (nothing of the quick start is copied here), so the README
 cannot drift from what works. Prints one line per step, the answer→done latency, and exits
@@ -43,6 +50,7 @@ import tarfile
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 import zipfile
@@ -82,6 +90,13 @@ RESUME_TARGET = 0.1
 #: Safety nets, never measurements.
 SERVER_START_TIMEOUT = 60.0
 TASK_TIMEOUT = 60.0
+#: The README's section with the test file of the quick start's tools.
+TESTS_SECTION = "### In your tests"
+#: Runs of that test file on each database, and the longest one may take (seconds).
+TEST_RUNS = int(os.environ.get("QUICKSTART_TEST_RUNS", "1"))
+TEST_RUN_LIMIT = 10.0
+POSTGRES_URL = os.environ.get("POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 started = time.monotonic()
 
@@ -525,6 +540,149 @@ def question_round(url: str) -> float:
     return resumed
 
 
+# -- the README's tests of the quick start's tools ----------------------------------------------
+
+
+def tests_section() -> str:
+    text = README.read_text(encoding="utf-8")
+    if TESTS_SECTION not in text:
+        raise StepError(f"README.md has no {TESTS_SECTION!r} section")
+    rest = text.split(TESTS_SECTION, 1)[1]
+    return re.split(r"^#{2,3} ", rest, maxsplit=1, flags=re.MULTILINE)[0]
+
+
+def test_setup(section: str) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    """The section's ``pip install`` line (the package's extras, the other packages) and its
+    files: each ```python or ```ini block starts with a comment naming its file."""
+    blocks = code_blocks(section)
+    extras: list[str] | None = None
+    packages: list[str] = []
+    for language, code in blocks:
+        if language not in ("sh", "bash", "shell"):
+            continue
+        for words in shell_commands(code):
+            if words[:2] != ["pip", "install"]:
+                continue
+            for word in words[2:]:
+                match = re.fullmatch(rf"{re.escape(DISTRIBUTION)}(?:\[([\w,\s-]*)\])?", word)
+                if match:
+                    extras = [e.strip() for e in (match[1] or "").split(",") if e.strip()]
+                else:
+                    packages.append(word)
+    if extras is None:
+        raise StepError(f'{TESTS_SECTION!r} has no `pip install "{DISTRIBUTION}[...]"` line')
+    files = []
+    for language, code in blocks:
+        if language not in ("python", "ini"):
+            continue
+        match = re.match(r"#\s*([\w./-]+\.(?:py|ini))\b", code)
+        if not match:
+            raise StepError(f"a ```{language} block of {TESTS_SECTION!r} names no file")
+        files.append((match[1], code))
+    if not any(name.endswith(".py") for name, _ in files):
+        raise StepError(f"{TESTS_SECTION!r} has no test file")
+    return extras, packages, files
+
+
+def postgres_settings(project: Path) -> tuple[str, str] | None:
+    """A settings module of the project on PostgreSQL (its test database's name), or None
+    when PostgreSQL is not reachable."""
+    parts = urllib.parse.urlsplit(POSTGRES_URL)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 5432
+    try:
+        socket.create_connection((host, port), 2).close()
+    except OSError:
+        if CI:
+            raise StepError(f"PostgreSQL is not reachable at {host}:{port} (CI=true)") from None
+        say(f"SKIP pytest on PostgreSQL: not reachable at {host}:{port}")
+        return None
+    name = f"quickstart_{uuid.uuid4().hex[:8]}"
+    database = {
+        "ENGINE": "django.db.backends.postgresql",
+        "HOST": host,
+        "PORT": port,
+        "USER": urllib.parse.unquote(parts.username or "postgres"),
+        "PASSWORD": urllib.parse.unquote(parts.password or ""),
+        "NAME": name,
+        "CONN_MAX_AGE": 600,
+        "CONN_HEALTH_CHECKS": True,
+    }
+    (project / PROJECT / "settings_postgres.py").write_text(
+        f"from .settings import *  # noqa: F403\n\nDATABASES = {{'default': {database!r}}}\n",
+        encoding="utf-8",
+    )
+    return f"{PROJECT}.settings_postgres", f"test_{name}"
+
+
+def leftover_database(python: Path, project: Path, name: str) -> bool:
+    """Whether the PostgreSQL database ``name`` still exists."""
+    check = (
+        "import sys, psycopg\n"
+        "from django.conf import settings\n"
+        "import django; django.setup()\n"
+        "db = settings.DATABASES['default']\n"
+        "with psycopg.connect(host=db['HOST'], port=db['PORT'], user=db['USER'],"
+        " password=db['PASSWORD'] or None, dbname='postgres') as conn:\n"
+        "    row = conn.execute('SELECT 1 FROM pg_database WHERE datname = %s', (sys.argv[1],))\n"
+        "    print('left' if row.fetchone() else 'dropped')\n"
+    )
+    env = clean_env(DJANGO_SETTINGS_MODULE=f"{PROJECT}.settings_postgres")
+    output = run([python, "-c", check, name], cwd=project, env=env, what="the test database")
+    return output.strip().endswith("left")
+
+
+def your_tests(python: Path, wheel: Path, project: Path) -> None:
+    """The README's test file, run with pytest on each database, :data:`TEST_RUNS` times."""
+    since = time.monotonic()
+    extras, packages, files = test_setup(tests_section())
+    wanted = sorted({*extras, "postgres"})
+    run(
+        [python, "-m", "pip", "install", "--quiet", f"{wheel}[{','.join(wanted)}]", *packages],
+        what="installing the test section's packages",
+    )
+    for name, code in files:
+        target = project / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(code, encoding="utf-8")
+    ok(
+        f"{TESTS_SECTION[4:]}: pip install {DISTRIBUTION}[{','.join(extras)}] "
+        f"{' '.join(packages)}; {', '.join(name for name, _ in files)}",
+        since,
+    )
+    legs: list[tuple[str, list[str], str | None]] = [
+        ("the default test database settings (SQLite)", [], None)
+    ]
+    postgres = postgres_settings(project)
+    if postgres is not None:
+        legs.append(("PostgreSQL", [f"--ds={postgres[0]}"], postgres[1]))
+    for leg, args, test_database in legs:
+        times = []
+        for number in range(1, TEST_RUNS + 1):
+            started_run = time.monotonic()
+            output = run(
+                [python, "-m", "pytest", "-q", *args],
+                cwd=project,
+                what=f"pytest on {leg}, run {number}",
+            )
+            took = time.monotonic() - started_run
+            passed = re.search(r"(\d+) passed", output)
+            if not passed or re.search(r"\d+ (failed|error|skipped)", output):
+                raise StepError(f"pytest on {leg}, run {number}:\n{output}")
+            if took > TEST_RUN_LIMIT:
+                raise StepError(
+                    f"pytest on {leg}, run {number}: {took:.1f}s (over {TEST_RUN_LIMIT:g}s)"
+                )
+            if test_database and leftover_database(python, project, test_database):
+                raise StepError(f"pytest on {leg}: the test database {test_database} was left")
+            times.append(took)
+        ordered = sorted(times)
+        say(
+            f"OK   pytest on {leg}: {passed[1]} passed, {len(times)} run(s): "
+            f"min {ordered[0]:.1f}s, median {ordered[len(ordered) // 2]:.1f}s, "
+            f"max {ordered[-1]:.1f}s"
+        )
+
+
 # -- the steps -------------------------------------------------------------------------------
 
 
@@ -728,6 +886,11 @@ def main() -> int:
                         out(f"    {line}")
                 else:
                     ok(f"manage.py {shlex.join(words[2:])}", since)
+        if server is not None:  # the tests run alone
+            server.terminate()
+            server.wait(timeout=15)
+            server = None
+        your_tests(python, wheel, project)
         failed = False
         if latency > SLOW_ANSWER:
             raise StepError(

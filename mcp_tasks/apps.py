@@ -26,9 +26,10 @@ class McpTasksConfig(AppConfig):
         tracing.connect()  # MCP_TASKS["TRACING"]: imports opentelemetry only when on
         setting_changed.connect(tracing.connect, dispatch_uid="mcp_tasks.tracing")
         if apps.is_installed("django.contrib.admin"):  # the live admin hears the service
-            from .admin import events, watchers
+            from .admin import events, rq_dashboard, watchers
 
             announcements.install(events)
+            rq_dashboard.follow_embedded_mode()  # when django_rq's admin came after ours
             setting_changed.connect(watchers.forget, dispatch_uid="mcp_tasks.admin.watchers")
         if apps.is_installed("django_rq"):
             from .tasks.loop_redis import forget_clients_on_change

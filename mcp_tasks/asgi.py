@@ -23,7 +23,7 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
     available to tools (``ctx.user``). WebSockets at ``ADMIN_LIVE_PATH`` reach the live
     admin."""
     from .endpoint import dispatcher
-    from .tasks.embedded_worker import start_worker
+    from .tasks.embedded_worker import autostart
     from .transport import resource_metadata
     from .transport.consumer import McpConsumer
 
@@ -38,7 +38,7 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
 
     async def http(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if get_config()["EMBEDDED_WORKER"]:
-            start_worker(_task_queues(), get_config()["EMBEDDED_WORKERS"])  # once
+            autostart()  # once
         if scope["path"].rstrip("/") == mcp_path or scope["path"] == mcp_path:
             # Only a request with a session cookie can have a session user: the others
             # skip the session and user lookups (a trip to the ORM thread each).
@@ -80,11 +80,3 @@ def admin_live_application() -> ASGIApp | None:
 
 def _has_cookie(scope: dict[str, Any], prefix: bytes) -> bool:
     return any(name == b"cookie" and prefix in value for name, value in scope.get("headers") or ())
-
-
-def _task_queues() -> list[str]:
-    from .authoring.registry import mcp
-
-    queues = {get_config()["TASK_QUEUE"]}
-    queues.update(tool.task.queue for tool in mcp.tools.values() if tool.task.queue)
-    return sorted(queues)

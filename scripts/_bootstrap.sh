@@ -1,9 +1,12 @@
-# Sourced by scripts/dev and scripts/test: make .venv (Python >= 3.11) with the project
-# installed (`uv pip install -e '.[test,postgres]'`), reinstalling only when pyproject.toml changes.
+# Sourced by scripts/dev and scripts/test: make .venv (Python >= 3.11) with the project, its
+# extras and the repository's `test` dependency group installed (INSTALL below), reinstalling
+# only when pyproject.toml changes.
 # shellcheck shell=bash
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
+# The extras the suite uses, and the repository's own (unpublished) dependency group.
+EXTRAS="embedded,metrics,oauth,otel,postgres,testing,uvicorn"
 
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
 
@@ -44,9 +47,9 @@ bootstrap_venv() {
   stamp="$VENV/.installed-$(sha256sum < "$ROOT/pyproject.toml" | cut -c1-16)"
   if [[ ! -f "$stamp" ]]; then
     # uv (also in the test extra) installs in seconds what pip takes a minute or two for.
-    log "installing the project into $VENV (uv pip install -e '.[test,postgres]')"
+    log "installing the project into $VENV (uv pip install -e '.[$EXTRAS]' --group test)"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check uv
-    "$VENV/bin/uv" pip install --quiet --compile-bytecode --python "$VENV/bin/python" -e "$ROOT[test,postgres]"
+    "$VENV/bin/uv" pip install --quiet --compile-bytecode --python "$VENV/bin/python" -e "$ROOT[$EXTRAS]" --group "$ROOT/pyproject.toml:test"
     rm -f "$VENV"/.installed-*
     touch "$stamp"
   fi

@@ -23,7 +23,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import NoReverseMatch, URLPattern, path, reverse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -41,6 +41,7 @@ from . import (
     forms as admin_forms,
 )
 from .forms import ELICIT, ROOTS, SAMPLE, answer_form, answer_url
+from .rq_dashboard import queue_dashboard_url
 from .waiting import (
     PrincipalFilter,
     WaitingForFilter,
@@ -102,17 +103,6 @@ def answerer(question: InputRequest) -> str:
 
 def task_url(task_id: str) -> str:
     return reverse("admin:mcp_tasks_task_change", args=[quote(task_id)])
-
-
-def queue_dashboard_url() -> str | None:
-    """django-rq's dashboard: the project's ``django_rq.urls`` include, or the one
-    django-rq mounts inside the admin."""
-    for name in ("django_rq:home", "admin:django_rq_home"):
-        try:
-            return reverse(name)
-        except NoReverseMatch:
-            continue
-    return None
 
 
 def can_answer(request: HttpRequest) -> bool:

@@ -133,10 +133,5 @@ def warn_of_unserved_queues(request: HttpRequest) -> None:
         unserved = service.unserved_queues()
     except Exception:  # Redis unreachable: the tasks' own status messages say more
         return
-    for name in unserved:
-        messages.warning(
-            request,
-            f"Tasks wait in queue {name!r} and no task worker is running for it: start "
-            f"`python manage.py rqworker {name}` with "
-            "RQ['WORKER_CLASS'] = 'mcp_tasks.tasks.worker.TaskWorker'.",
-        )
+    for name, reason in unserved.items():
+        messages.warning(request, f"Tasks wait in queue {name!r} and do not start: {reason}.")

@@ -14,17 +14,12 @@ from django.utils.module_loading import import_string
 
 from ..authoring.registry import mcp
 from ..conf import get_config
+from ..core.db import SQLITE_OPTIONS as _SQLITE_OPTIONS
 from ..tasks.worker import takes_task_jobs
 
 _TASK_WORKER = "mcp_tasks.tasks.worker.TaskWorker"
 _IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
 _IN_PROCESS_LAYER = "mcp_tasks.layers.InProcessChannelLayer"
-#: What SQLite needs when several threads or processes share the file.
-_SQLITE_OPTIONS = {
-    "timeout": 20,
-    "transaction_mode": "IMMEDIATE",
-    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-}
 
 
 def check_workers() -> list[CheckMessage]:

@@ -23,6 +23,13 @@ from django.db import close_old_connections, connections
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: What SQLite needs when several threads or processes share the file: wait for locks, take
+#: the write lock up front, let readers run beside a writer (check mcp_tasks.W009).
+SQLITE_OPTIONS: dict[str, Any] = {
+    "timeout": 20,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
 #: Seconds a kept connection may sit unused before it is checked again.
 IDLE_CHECK_AFTER = 30.0
 
@@ -72,3 +79,13 @@ def db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
         return result
 
     return call
+
+
+def in_memory_sqlite(alias: str = "default") -> bool:
+    """Whether the database ``alias`` is SQLite in memory (Django's default test database for
+    SQLite): its connections share it with table locks that fail at once instead of waiting
+    ("database table is locked"), so no other thread may write beside them."""
+    name = connections[alias].settings_dict.get("NAME")
+    return connections[alias].vendor == "sqlite" and (
+        not name or str(name) == ":memory:" or "mode=memory" in str(name)
+    )

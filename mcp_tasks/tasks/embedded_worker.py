@@ -8,32 +8,37 @@ import threading
 from typing import Any
 
 from channels.layers import get_channel_layer
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections, router
 from rq import Queue
 
+from ..authoring.registry import mcp
 from ..conf import get_config
-from .embedded import connection
+from ..core.db import in_memory_sqlite
+from ..models import Task
+from . import embedded
 from .worker import EmbeddedTaskWorker
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
 _lock = threading.Lock()
-_threads: list[threading.Thread] = []
 _workers: list[EmbeddedTaskWorker] = []
 
 
 def start_worker(queues: list[str], count: int = 1) -> list[threading.Thread]:
     """Start ``count`` worker threads once per process (idempotent); each runs up to
-    ``TASK_CONCURRENCY`` tasks at once."""
+    ``TASK_CONCURRENCY`` tasks at once. Refuses an in-memory SQLite database."""
     with _lock:
-        if any(thread.is_alive() for thread in _threads):
-            return _threads
+        if embedded.workers_running():
+            return embedded.threads
+        refuse_in_memory_database()
         # The layer is made here, once, before any worker thread asks for it: channels'
         # layer manager caches it without a lock, so two threads asking at once could each
         # make one, and a worker listening on one in-process layer would never hear what
         # is sent on the other (an answer then reached its task only at the heartbeat).
         get_channel_layer(get_config()["CHANNEL_LAYER"])
         for number in range(count):
-            conn = connection()
+            conn = embedded.connection()
             worker = EmbeddedTaskWorker(
                 [Queue(name, connection=conn) for name in queues], connection=conn
             )
@@ -41,10 +46,46 @@ def start_worker(queues: list[str], count: int = 1) -> list[threading.Thread]:
                 target=_run, args=(worker,), name=f"mcp_tasks-embedded-worker-{number}", daemon=True
             )
             thread.start()
-            _threads.append(thread)
+            embedded.threads.append(thread)
             _workers.append(worker)
         logger.info("%d embedded task workers started for queues %s", count, ", ".join(queues))
-        return _threads
+        return embedded.threads
+
+
+def workers() -> list[EmbeddedTaskWorker]:
+    """The workers of the threads started (until :func:`stop_workers`)."""
+    with _lock:
+        return list(_workers)
+
+
+def autostart() -> None:
+    """What a request of the ASGI process does in embedded mode: start the workers for every
+    task queue, unless only tests start them in this process (:func:`.embedded.no_autostart`)."""
+    if embedded.autostarts():
+        start_worker(task_queues(), get_config()["EMBEDDED_WORKERS"])
+
+
+def task_queues() -> list[str]:
+    """The queues task jobs go to: ``TASK_QUEUE`` and the tools' own."""
+    queues = {get_config()["TASK_QUEUE"]}
+    queues.update(tool.task.queue for tool in mcp.tools.values() if tool.task.queue)
+    return sorted(queues)
+
+
+def refuse_in_memory_database() -> None:
+    """``ImproperlyConfigured`` when tasks' rows live in an in-memory SQLite database."""
+    alias = router.db_for_write(Task)
+    if not in_memory_sqlite(alias):
+        return
+    raise ImproperlyConfigured(
+        f"The embedded task worker cannot use the in-memory SQLite database {alias!r} "
+        "(Django's test database for SQLite, unless TEST['NAME'] names a file): SQLite locks "
+        "its tables between the worker's connection and the requests' and fails at once "
+        "('database table is locked'), so tasks would fail at random. In tests, use the "
+        "`mcp_tasks_worker` fixture of the mcp_tasks pytest plugin (it moves the test "
+        f"database to a temporary file), or set DATABASES[{alias!r}]['TEST'] = "
+        "{'NAME': BASE_DIR / 'test.sqlite3'}; elsewhere, give DATABASES a file's NAME."
+    )
 
 
 def _run(worker: Any) -> None:
@@ -52,16 +93,18 @@ def _run(worker: Any) -> None:
         worker.work(with_scheduler=False, logging_level="WARNING")
     except Exception:
         logger.exception("an embedded task worker stopped")
+    finally:
+        connections.close_all()  # this thread's (the worker's housekeeping)
 
 
 def stop_workers(timeout: float = 30.0) -> None:
     """Stop the embedded worker threads (a project's tests, or its own shutdown): each stops
-    taking jobs within a second, lets its running jobs finish, and ends. The next request
-    starts them again."""
+    taking jobs at once, lets its running jobs finish, and ends. The next request starts
+    them again (unless :func:`.embedded.no_autostart`)."""
     with _lock:
-        workers, threads = list(_workers), list(_threads)
+        workers, threads = list(_workers), list(embedded.threads)
         _workers.clear()
-        _threads.clear()
+        embedded.threads.clear()
     for worker in workers:
         worker.request_stop()
     for thread in threads:

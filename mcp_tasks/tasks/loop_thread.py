@@ -35,13 +35,15 @@ class LoopThread:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.runtime: Runtime | None = None
         self._thread: threading.Thread | None = None
+        self._executor: ThreadPoolExecutor | None = None
 
     def start(self) -> Runtime:
         """Start the loop and, on it, the runtime (joined to its wake-up group)."""
         loop = new_event_loop()
-        loop.set_default_executor(
-            ThreadPoolExecutor(self.slots.size + 2, thread_name_prefix="mcp_tasks-tool")
+        self._executor = ThreadPoolExecutor(
+            self.slots.size + 2, thread_name_prefix="mcp_tasks-tool"
         )
+        loop.set_default_executor(self._executor)
         self.loop = loop
         self._thread = threading.Thread(
             target=loop.run_forever, name="mcp_tasks-task-loop", daemon=True
@@ -65,7 +67,8 @@ class LoopThread:
         return self.submit(coroutine).result(timeout)
 
     def stop(self) -> None:
-        """Stop the runtime, then the loop (each given a few seconds)."""
+        """Stop the runtime, then the loop (each given a few seconds); the tool threads end
+        once their tools have (a cancelled sync tool runs to its next ``Context`` call)."""
         if self.loop is None or self.runtime is None:
             return
         try:
@@ -75,3 +78,5 @@ class LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)

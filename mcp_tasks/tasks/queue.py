@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import django_rq
@@ -121,27 +122,50 @@ def job_exists(task: Task) -> bool:
     return status in (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED)
 
 
-#: Seconds a process remembers how many workers serve a queue (:func:`live_workers`).
+#: Seconds a process remembers how many workers serve a queue (:func:`queue_workers`).
 LIVE_WORKERS_TTL = 5.0
-_live_workers: dict[str, tuple[float, int]] = {}
+#: The field of a task worker's registration (its rq hash) that tells it from rq's own
+#: workers, which never take task jobs (``_FairDequeuing.serialize`` writes it).
+TASK_WORKER_FIELD = "mcp_tasks_task_worker"
 
 
-def live_workers(queue_name: str) -> int:
-    """How many rq workers serving the queue are alive (their key has not expired: a worker
-    that died stops beating). Remembered :data:`LIVE_WORKERS_TTL` seconds."""
+@dataclass(frozen=True)
+class QueueWorkers:
+    """The alive rq workers of a queue: ``task`` workers take its task jobs; ``other``
+    workers (rq's own classes) never do."""
+
+    task: int
+    other: int
+
+
+_live_workers: dict[str, tuple[float, QueueWorkers]] = {}
+
+
+def queue_workers(queue_name: str) -> QueueWorkers:
+    """The rq workers serving the queue that are alive (their key has not expired: a
+    worker that died stops beating), task workers and others. Remembered
+    :data:`LIVE_WORKERS_TTL` seconds."""
     seen = _live_workers.get(queue_name)
     if seen is not None and time.monotonic() - seen[0] < LIVE_WORKERS_TTL:
         return seen[1]
     queue = get_queue(queue_name)
     keys = worker_registration.get_keys(queue=queue)
-    count = 0
+    task = other = 0
     if keys:
         with queue.connection.pipeline(transaction=False) as pipeline:
             for key in keys:
-                pipeline.exists(key)
-            count = sum(pipeline.execute())
-    _live_workers[queue_name] = (time.monotonic(), count)
-    return count
+                pipeline.hmget(key, "birth", TASK_WORKER_FIELD)
+            for birth, takes_tasks in pipeline.execute():
+                if birth is not None:
+                    task, other = (task + 1, other) if takes_tasks else (task, other + 1)
+    workers = QueueWorkers(task, other)
+    _live_workers[queue_name] = (time.monotonic(), workers)
+    return workers
+
+
+def live_workers(queue_name: str) -> int:
+    """How many alive workers take the queue's task jobs."""
+    return queue_workers(queue_name).task
 
 
 def stop(job_id: str, queue_name: str | None = None, *, kill_running: bool = True) -> None:

@@ -49,13 +49,12 @@ def check_liveness(task: Task) -> bool:
 def _note_unserved(task: Task) -> bool:
     """A task queued for a while whose queue no worker serves says so (its status message,
     once, and the log). True when it changed."""
-    if task.waiting_for or queue.live_workers(task.queue) > 0:
+    if task.waiting_for:
         return False  # it waits for its limit, its retry, or its turn
-    message = (
-        f"Not started: no task worker is running for queue {task.queue!r} (start "
-        f"`python manage.py rqworker {task.queue}` with RQ['WORKER_CLASS'] = "
-        "'mcp_tasks.tasks.worker.TaskWorker')"
-    )
+    workers = queue.queue_workers(task.queue)
+    if workers.task > 0:
+        return False
+    message = f"Not started: {unserved_reason(task.queue, workers)}"
     if task.status_message == message:
         return False
     changed = Task.objects.filter(pk=task.id, status=TaskStatus.WORKING, heartbeat_at=None).update(
@@ -69,13 +68,34 @@ def _note_unserved(task: Task) -> bool:
     return bool(changed)
 
 
-def unserved_queues() -> list[str]:
-    """The queues that have tasks waiting to start and no worker alive to start them."""
+def unserved_reason(name: str, workers: queue.QueueWorkers) -> str:
+    """Why the queue's tasks do not start, and what to start instead."""
+    start = (
+        f"`python manage.py rqworker {name}` with RQ['WORKER_CLASS'] = "
+        "'mcp_tasks.tasks.worker.TaskWorker'"
+    )
+    if workers.other:
+        return (
+            f"the rq workers of queue {name!r} are not task workers (rq's own worker class "
+            f"never takes task jobs): start {start}, or pass --worker-class "
+            "mcp_tasks.tasks.worker.TaskWorker"
+        )
+    return f"no task worker is running for queue {name!r} (start {start})"
+
+
+def unserved_queues() -> dict[str, str]:
+    """The queues that have tasks waiting to start and no task worker alive to start
+    them, with why (:func:`unserved_reason`)."""
     waiting = Task.objects.filter(status=TaskStatus.WORKING, heartbeat_at=None).exclude(
         waiting_for=WaitingFor.STAFF
     )
     names = sorted(set(waiting.values_list("queue", flat=True)))
-    return [name for name in names if queue.live_workers(name) == 0]
+    unserved = {}
+    for name in names:
+        workers = queue.queue_workers(name)
+        if workers.task == 0:
+            unserved[name] = unserved_reason(name, workers)
+    return unserved
 
 
 def may_be_lost(task: Task) -> bool:

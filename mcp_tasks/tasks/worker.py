@@ -48,7 +48,7 @@ from .intake import Intake, note_parked
 from .job import execute
 from .loop_thread import LoopThread
 from .question_mail import send_due
-from .queue import JOB_FUNCTION
+from .queue import JOB_FUNCTION, TASK_WORKER_FIELD
 from .rq_bookkeeping import Started, Taken
 from .runtime import JobSlot, Runtime, Slots
 
@@ -139,6 +139,11 @@ class _FairDequeuing:
     (:mod:`.fair_queue`): the worker waits on its queues' bells (at once when jobs are
     ready), then :meth:`_take_one` takes the next job."""
 
+    def serialize(self) -> dict[str, Any]:
+        """rq's registration of the worker, marked as one that takes task jobs: only such
+        workers count as serving a queue (:func:`.queue.queue_workers`)."""
+        return {**super().serialize(), TASK_WORKER_FIELD: "1"}  # type: ignore[misc]
+
     def _take_one(self) -> tuple[Any, Taken | fair_queue.TakenOne]:
         """The next job (None when none waits), and what the take said of the rest."""
         raise NotImplementedError
@@ -168,6 +173,8 @@ class _FairDequeuing:
                     fair_queue.wait_for_bell(
                         worker.connection, [queue.name for queue in worker.queues], limit
                     )
+                    if worker._stop_requested:  # rung by request_stop
+                        return None
                 found, rest = self._take_one()
                 if found or timeout is None:
                     return found
@@ -484,7 +491,11 @@ class EmbeddedTaskWorker(TaskWorker):
         return None  # the ASGI process did, when its application was built
 
     def request_stop(self, signum: Any = None, frame: Any = None) -> None:
+        """Stop taking jobs: an idle worker, woken by its bell, ends at once."""
         self._stop_requested = True
+        with contextlib.suppress(redis.exceptions.RedisError):
+            for queue in self.queues:
+                self.connection.rpush(fair_queue.bell_key(queue.name), "1")
 
 
 class ForkingTaskWorker(_FairDequeuing, _Maintaining, Worker):

@@ -393,6 +393,55 @@ def test_question_list_links_to_the_queue_dashboard(as_operator: Client) -> None
     assert f'href="{reverse("django_rq:home")}"' in page(as_operator.get(QUESTIONS))
 
 
+# -- django-rq's dashboard in embedded mode ----------------------------------------------------
+
+RQ_DASHBOARD = "/admin/django_rq/dashboard/"
+
+
+@pytest.fixture
+def embedded_quick_start(settings: Any) -> None:
+    """The quick start's settings: embedded mode, no RQ_QUEUES."""
+    settings.MCP_TASKS = {"EMBEDDED_WORKER": True}
+    del settings.RQ_QUEUES
+
+
+@pytest.fixture
+def as_superuser(client: Client) -> Client:
+    client.force_login(User.objects.create_superuser("sam", "sam@example.com", "pw"))
+    return client
+
+
+@pytest.mark.usefixtures("embedded_quick_start")
+def test_in_embedded_mode_no_page_links_to_the_queue_dashboard(as_operator: Client) -> None:
+    ask(make_task())
+    for url in (TASKS, QUESTIONS):
+        body = page(as_operator.get(url))
+        assert "Queue dashboard" not in body
+        assert "django-rq" not in body and "django_rq" not in body
+
+
+@pytest.mark.usefixtures("embedded_quick_start")
+def test_in_embedded_mode_the_admin_does_not_list_django_rq(as_superuser: Client) -> None:
+    body = page(as_superuser.get("/admin/"))
+    assert "MCP tasks" in body
+    assert "Django-RQ" not in body and RQ_DASHBOARD not in body
+
+
+def test_outside_embedded_mode_the_admin_lists_django_rq(as_superuser: Client) -> None:
+    assert RQ_DASHBOARD in page(as_superuser.get("/admin/"))
+
+
+@pytest.mark.usefixtures("embedded_quick_start")
+def test_in_embedded_mode_django_rqs_pages_send_staff_to_the_task_list(
+    as_superuser: Client,
+) -> None:
+    for url in (RQ_DASHBOARD, reverse("admin:django_rq_home")):
+        response = as_superuser.get(url, follow=True)
+        assert response.status_code == 200
+        assert response.redirect_chain[-1][0] == TASKS
+        assert "django-rq&#x27;s dashboard cannot see it" in page(response)
+
+
 # -- the Answer page --------------------------------------------------------------------------
 
 

@@ -314,7 +314,10 @@ def test_the_task_list_warns_when_tasks_wait_and_no_worker_serves_their_queue(
     make_task(queue="reports")
     make_task(queue="mcp_tasks", running=True)  # running: its queue needs no warning
     text = viewer.get(TASKS).content.decode()
-    assert "Tasks wait in queue &#x27;reports&#x27; and no task worker is running for it" in text
+    assert (
+        "Tasks wait in queue &#x27;reports&#x27; and do not start: no task worker is running"
+        in text
+    )
     assert "rqworker reports" in text
     assert "queue &#x27;mcp_tasks&#x27;" not in text
 
@@ -329,3 +332,17 @@ def test_the_task_list_does_not_warn_while_a_worker_serves_the_queue(
     worker.register_birth()  # type: ignore[no-untyped-call]
     make_task(queue="reports")
     assert "no task worker is running" not in viewer.get(TASKS).content.decode()
+
+
+def test_the_task_list_says_when_only_rq_workers_serve_the_queue(
+    viewer: Client, fresh_worker_count: Any
+) -> None:
+    from rq import Worker
+
+    from mcp_tasks.tasks import queue
+
+    Worker([queue.get_queue("reports")], connection=fresh_worker_count).register_birth()  # type: ignore[no-untyped-call]
+    make_task(queue="reports")
+    text = viewer.get(TASKS).content.decode()
+    assert "the rq workers of queue &#x27;reports&#x27; are not task workers" in text
+    assert "--worker-class mcp_tasks.tasks.worker.TaskWorker" in text

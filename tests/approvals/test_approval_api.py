@@ -1,10 +1,11 @@
 """The authoring side: ``Approval`` and ``ctx.ask_staff`` refuse what cannot work, an
-approval tool runs only as a task, and check mcp_tasks.E018 reports one that could not."""
+approval tool runs only as a task, check mcp_tasks.E018 reports one that could not, and
+W015 one whose permission no installed model declares."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -66,6 +67,51 @@ def test_e018_an_approval_tool_that_may_run_plainly(optional_approval_tool: str)
 
 
 def test_the_demo_project_has_no_e018() -> None:
+    assert check_approvals() == []
+
+
+@pytest.fixture
+def approval_with_permission() -> Iterator[Callable[[str], str]]:
+    names: list[str] = []
+
+    def declare(permission: str) -> str:
+        name = f"approval_permission_probe_{len(names)}"
+
+        @mcp.tool(name=name, task=True, approval=Approval(summary="probe", permission=permission))
+        async def probe() -> str:
+            return "ran"
+
+        names.append(name)
+        return name
+
+    yield declare
+    for name in names:
+        del mcp.tools[name]
+
+
+def test_w014_an_approval_permission_of_an_app_that_does_not_exist(
+    approval_with_permission: Callable[[str], str],
+) -> None:
+    tool = approval_with_permission("billing.approve_refund")
+    (message,) = check_approvals()
+    assert message.id == "mcp_tasks.W015"
+    assert tool in message.msg and "'billing.approve_refund'" in message.msg
+    assert "only superusers could approve" in message.msg
+    assert "'billing' is not an installed app's label" in (message.hint or "")
+
+
+def test_w014_a_mistyped_permission_hints_at_the_apps_own(
+    approval_with_permission: Callable[[str], str],
+) -> None:
+    approval_with_permission("mcp_tasks.answer_inputrequests")
+    (message,) = check_approvals()
+    assert message.id == "mcp_tasks.W015"
+    assert (message.hint or "").startswith("Did you mean 'mcp_tasks.answer_inputrequest'")
+
+
+def test_permissions_models_declare_pass(approval_with_permission: Callable[[str], str]) -> None:
+    approval_with_permission("auth.change_user")  # a default permission
+    approval_with_permission("mcp_tasks.answer_inputrequest")  # Meta.permissions
     assert check_approvals() == []
 
 

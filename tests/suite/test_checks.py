@@ -14,6 +14,7 @@ from mcp_tasks import checks
 from mcp_tasks.asgi import mcp_application
 from mcp_tasks.checks import workers as worker_checks
 from mcp_tasks.conf import DEFAULTS
+from mcp_tasks.core.db import SQLITE_OPTIONS
 
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 REDIS = {
@@ -684,7 +685,7 @@ def test_a_sqlite_file_without_the_options_a_worker_needs_is_w009(options: dict[
 
 
 def test_a_sqlite_file_with_the_options_passes_w009() -> None:
-    database = {**SQLITE_FILE, "OPTIONS": dict(worker_checks._SQLITE_OPTIONS)}
+    database = {**SQLITE_FILE, "OPTIONS": dict(SQLITE_OPTIONS)}
     with mock.patch.dict(settings.DATABASES, {"default": database}):
         assert worker_checks._check_sqlite() == []
 

@@ -47,11 +47,17 @@ JOB_FUNCTION = "mcp_tasks.tasks.job.run_task"
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def pinned(distribution: str, extra: str | None = None) -> SpecifierSet:
+def pinned(distribution: str, extra: str | None = None, group: str | None = None) -> SpecifierSet:
     """The version range of ``distribution`` in pyproject.toml: ``[project] dependencies``,
-    or the optional dependencies ``extra``."""
-    project = tomllib.loads(PYPROJECT.read_text())["project"]
-    lines = project["dependencies"] if extra is None else project["optional-dependencies"][extra]
+    the optional dependencies ``extra``, or the repository's dependency group ``group``."""
+    pyproject = tomllib.loads(PYPROJECT.read_text())
+    project = pyproject["project"]
+    if group is not None:
+        lines = [line for line in pyproject["dependency-groups"][group] if isinstance(line, str)]
+    else:
+        lines = (
+            project["dependencies"] if extra is None else project["optional-dependencies"][extra]
+        )
     found = [
         Requirement(line)
         for line in lines
@@ -61,11 +67,19 @@ def pinned(distribution: str, extra: str | None = None) -> SpecifierSet:
     return found[0].specifier
 
 
-def assert_pinned(distribution: str, checked: str, extra: str | None = None) -> None:
+def assert_pinned(
+    distribution: str, checked: str, extra: str | None = None, group: str | None = None
+) -> None:
     """pyproject.toml pins ``distribution`` to ``checked`` (the range these contracts were
     checked against), with an upper bound, and the installed version is inside it."""
-    where = f"the {extra!r} extra" if extra else "[project] dependencies"
-    specifier = pinned(distribution, extra)
+    where = (
+        f"the {group!r} dependency group"
+        if group
+        else f"the {extra!r} extra"
+        if extra
+        else "[project] dependencies"
+    )
+    specifier = pinned(distribution, extra, group)
     assert specifier == SpecifierSet(checked), (
         f"{where} pins {distribution}{specifier}, but its contract tests were checked against "
         f"{distribution}{checked}: re-check the contract, then update both"
@@ -124,6 +138,7 @@ class TestRq:
         "_install_signal_handlers": [],
         "run_maintenance_tasks": [],
         "maintain_heartbeats": ["job", "execution"],
+        "serialize": [],
     }
 
     #: Every rq name mcp_tasks imports, by module.
@@ -191,6 +206,17 @@ class TestRq:
             "execution",
             "exc_info",
         ]
+
+    def test_rq_worker_registers_with_the_hash_serialize_gives_and_a_birth(
+        self, fake_redis: Any
+    ) -> None:
+        """tasks/queue.py tells task workers from others by a field serialize adds, and
+        counts a registration alive by its ``birth``."""
+        worker = Worker(["mcp_tasks"], connection=fake_redis)
+        worker.serialize = lambda: {**Worker.serialize(worker), "marker": "1"}  # type: ignore[method-assign]
+        worker.register_birth()  # type: ignore[no-untyped-call]
+        assert fake_redis.hget(worker.key, "marker") == b"1"
+        assert fake_redis.hget(worker.key, "birth") is not None
 
     def test_rq_worker_has_maintain_heartbeats_taking_job_and_execution(self) -> None:
         assert parameters(BaseWorker.maintain_heartbeats) == ["self", "job", "execution"]
@@ -551,7 +577,6 @@ class TestUvicorn:
 
     def test_installed_uvicorn_is_inside_the_pinned_range_of_both_extras(self) -> None:
         assert_pinned("uvicorn", self.CHECKED, extra="uvicorn")
-        assert_pinned("uvicorn", self.CHECKED, extra="test")
 
     def test_uvicorn_protocols_take_config_server_state_app_state_and_loop(self) -> None:
         for base, _ in self.protocol_classes():
@@ -659,6 +684,7 @@ class TestChannels:
         layer = InMemoryChannelLayer()
         assert not hasattr(layer, "_loop"), "InProcessChannelLayer's _loop would replace it"
         assert not hasattr(layer, "_home"), "InProcessChannelLayer's _home would replace it"
+        assert not hasattr(layer, "_store"), "InProcessChannelLayer's _store would replace it"
         expected = {
             "send": ["self", "channel", "message"],
             "receive": ["self", "channel"],
@@ -670,6 +696,15 @@ class TestChannels:
         }
         for name, names in expected.items():
             assert parameters(getattr(InMemoryChannelLayer, name)) == names, name
+        # InProcessChannelLayer takes the same options and keys its shared store by them.
+        assert parameters(InMemoryChannelLayer.__init__) == [
+            "self",
+            "expiry",
+            "group_expiry",
+            "capacity",
+            "channel_capacity",
+            "kwargs",
+        ]
 
 
 # -- channels_redis ----------------------------------------------------------------------------
@@ -723,6 +758,19 @@ class TestDjangoRq:
         # mounts the dashboard in the admin; admin.queue_dashboard_url tries both names.
         assert reverse("django_rq:home")
         assert reverse("admin:django_rq_home")
+
+    def test_django_rq_lists_its_dashboard_as_a_model_admin_of_url_patterns(self) -> None:
+        """admin/rq_dashboard.py registers django-rq's ModelAdmin of ``Dashboard`` again,
+        a subclass that wraps the views of its ``get_urls()``."""
+        from django.contrib import admin
+        from django.urls import URLPattern
+        from django_rq.admin import QueueAdmin
+        from django_rq.models import Dashboard
+
+        registered = admin.site.get_model_admin(Dashboard)
+        assert isinstance(registered, QueueAdmin)
+        patterns = registered.get_urls()  # type: ignore[no-untyped-call]
+        assert all(isinstance(pattern, URLPattern) for pattern in patterns)
 
 
 # -- Django ------------------------------------------------------------------------------------
@@ -983,7 +1031,7 @@ class TestOtlpProtoCommon:
     CHECKED = ">=1.45,<1.46"
 
     def test_installed_encoder_is_inside_the_pinned_range(self) -> None:
-        assert_pinned("opentelemetry-exporter-otlp-proto-common", self.CHECKED, extra="test")
+        assert_pinned("opentelemetry-exporter-otlp-proto-common", self.CHECKED, group="test")
 
     def test_encode_spans_takes_the_spans_and_gives_a_protobuf_message(self) -> None:
         from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans

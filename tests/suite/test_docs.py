@@ -66,3 +66,66 @@ def test_the_pypi_description_links_nothing_relative() -> None:
     targets = re.findall(r"\]\(([^)\s]+)\)", text)
     assert targets, "the test reads links"
     assert [t for t in targets if not t.startswith(("https://", "http://"))] == []
+
+
+def test_the_pypi_description_links_the_projects_urls() -> None:
+    """The repository the PyPI page sends readers to is a link, the one of
+    ``[project.urls]``; so are its README and changelog."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    urls = project["urls"]
+    assert set(urls) >= {"Repository", "Documentation", "Changelog", "Issues"}
+    assert all(url.startswith(urls["Repository"]) for url in urls.values())
+    text = (root / project["readme"]).read_text()
+    for name in ("Repository", "Documentation", "Changelog"):
+        assert f"]({urls[name]})" in text, f"docs/pypi.md does not link the {name} URL"
+    assert "the project's repository" not in text
+
+
+def test_only_the_users_extras_are_published() -> None:
+    """The repository's own dependencies are dependency groups, never extras; every extra
+    is in the README's list."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text())
+    extras = set(pyproject["project"]["optional-dependencies"])
+    assert not extras & {"test", "example", "dev"}
+    assert set(pyproject["dependency-groups"]) >= {"test", "example"}
+    listed = README.split("The extras:", 1)[1].split("```", 1)[0]
+    assert {extra for extra in extras if f"`{extra}`" not in listed} == set()
+
+
+def test_the_readme_python_blocks_import_what_they_use() -> None:
+    """Each ```python block of the README uses no module it does not import (the
+    production settings used ``os`` without importing it)."""
+    import ast
+    import re
+    import sys
+
+    modules = set(sys.stdlib_module_names) | {"django", "mcp_tasks", "pydantic", "pytest"}
+    for block in re.findall(r"^```python\n(.*?)^```", README, re.MULTILINE | re.DOTALL):
+        try:
+            tree = ast.parse(block)
+        except SyntaxError:
+            continue  # a fragment ("...", a signature alone)
+        imported = {
+            (alias.asname or alias.name).split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names
+        }
+        used = {
+            node.value.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+        }
+        assigned = {
+            node.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+        }
+        missing = sorted((used & modules) - imported - assigned)
+        assert not missing, f"a README block uses {missing} without importing it:\n{block[:300]}"

@@ -45,8 +45,11 @@ ROOT_MODULES_AT_MOST = 14
 
 #: Modules whose imports inside functions are there for Django's start-up order, not to
 #: hide a cycle: ``AppConfig.ready`` imports what needs the app registry; ``asgi.py`` is
-#: imported by a project's ``asgi.py``, whose order of set-up it cannot know.
-LATE_IMPORTS_ALLOWED = frozenset({"mcp_tasks.apps", "mcp_tasks.asgi"})
+#: imported by a project's ``asgi.py``, whose order of set-up it cannot know; pytest imports
+#: the plugin (and so ``mcp_tasks.testing``) before pytest-django sets Django up.
+LATE_IMPORTS_ALLOWED = frozenset(
+    {"mcp_tasks.apps", "mcp_tasks.asgi", "mcp_tasks.testing", "mcp_tasks.testing.plugin"}
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -94,7 +94,7 @@ def test_the_embedded_worker_starts_after_the_channel_layer_exists(
 
     from channels.layers import channel_layers
 
-    from mcp_tasks.tasks import embedded_worker
+    from mcp_tasks.tasks import embedded, embedded_worker
 
     seen: list[bool] = []
 
@@ -102,7 +102,9 @@ def test_the_embedded_worker_starts_after_the_channel_layer_exists(
         def start(self) -> None:
             seen.append("default" in channel_layers.backends)
 
-    monkeypatch.setattr(embedded_worker, "_threads", [])
+    monkeypatch.setattr(embedded, "threads", [])
+    # No thread runs here: the database (in memory when this file runs alone) is not used.
+    monkeypatch.setattr(embedded_worker, "refuse_in_memory_database", lambda: None)
     monkeypatch.setattr(threading, "Thread", Recorded)
     monkeypatch.delitem(channel_layers.backends, "default", raising=False)
     embedded_worker.start_worker(["mcp_tasks"])

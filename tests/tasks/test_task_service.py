@@ -195,6 +195,39 @@ def test_a_task_queued_while_a_worker_serves_its_queue_just_waits(
     assert Task.objects.get(pk=task.pk).status_message == "Queued"
 
 
+def test_a_task_queued_where_only_rq_workers_serve_says_what_to_start(
+    no_worker_memory: None, embedded_queue: Any
+) -> None:
+    """rq's own worker classes never take task jobs: they do not count as serving."""
+    from rq import SimpleWorker, Worker
+
+    for worker_class in (Worker, SimpleWorker):
+        plain = worker_class([queue.get_queue("mcp_tasks")], connection=embedded_queue)
+        plain.register_birth()  # type: ignore[no-untyped-call]
+    task = new_task()
+    age(task, 3600)
+    assert service.check_liveness(Task.objects.get(pk=task.pk)) is True
+    message = Task.objects.get(pk=task.pk).status_message
+    assert message.startswith("Not started: the rq workers of queue 'mcp_tasks' are not task")
+    assert "RQ['WORKER_CLASS'] = 'mcp_tasks.tasks.worker.TaskWorker'" in message
+    assert "--worker-class mcp_tasks.tasks.worker.TaskWorker" in message
+
+
+def test_only_the_task_worker_classes_count_as_serving_a_queue(
+    no_worker_memory: None, embedded_queue: Any
+) -> None:
+    from rq import SimpleWorker, Worker
+
+    from mcp_tasks.tasks.worker import EmbeddedTaskWorker, ForkingTaskWorker, TaskWorker
+
+    classes = (TaskWorker, ForkingTaskWorker, EmbeddedTaskWorker, Worker, SimpleWorker)
+    for worker_class in classes:
+        worker = worker_class([queue.get_queue("mcp_tasks")], connection=embedded_queue)
+        worker.register_birth()  # type: ignore[no-untyped-call]
+    assert queue.queue_workers("mcp_tasks") == queue.QueueWorkers(task=3, other=2)
+    assert queue.live_workers("mcp_tasks") == 3
+
+
 def test_task_ids_are_high_entropy_and_distinct() -> None:
     ids = {new_task().id for _ in range(5)}
     assert len(ids) == 5

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from mcp_tasks.management.commands.mcp_tasks_call import ProgressBar, parse_pair
 from mcp_tasks.models import Task
 from mcp_tasks.testing import Progress
 
-tasks = pytest.mark.usefixtures("embedded_tasks")
+tasks = pytest.mark.usefixtures("mcp_tasks_worker")
 
 
 @dataclass
@@ -62,6 +63,15 @@ def test_plain_call_prints_the_text_and_the_structured_content() -> None:
     outcome = run("add", "a=1", "b=2")
     assert outcome.code == 0
     assert outcome.out == '3\n{\n  "result": 3\n}\n'
+
+
+def test_without_httpx_it_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "httpx", None)  # as if it were not installed
+    outcome = run("add", "a=1", "b=2")
+    assert outcome.code == 1
+    assert outcome.err == (
+        'CommandError: mcp_tasks_call needs httpx: pip install "django-mcp-tasks[testing]"\n'
+    )
 
 
 def test_values_are_json_when_they_parse_else_strings() -> None:

@@ -233,6 +233,13 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.stderr.style_func = None  # progress and prompts: not styled as errors
+        try:
+            import httpx  # noqa: F401  (McpClient's transport, in-process too)
+        except ImportError:
+            raise CommandError(
+                'mcp_tasks_call needs httpx: pip install "django-mcp-tasks[testing]"',
+                returncode=FAILED,
+            ) from None
         arguments = _json_object(options["json_arguments"])
         arguments.update(parse_pairs(options["arguments"], "argument"))
         bar = ProgressBar(self.stderr)
