@@ -32,7 +32,9 @@ from tests.support.protocol_fixtures import (
 
 COMPANIONS = {"check_task", "answer_task", "cancel_task", "list_tasks"}
 TASKS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
-LEGACY_TASKS: dict[str, Any] = {"tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}
+LEGACY_TASKS: dict[str, Any] = {
+    "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+}
 
 
 @pytest.fixture

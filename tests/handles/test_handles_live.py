@@ -428,7 +428,9 @@ async def test_clients_that_speak_tasks_see_no_change(url: str) -> None:
             headers=modern_headers("tools/list"),
         )
         modern = {tool["name"]: tool for tool in final_message(response)["result"]["tools"]}
-        tasks: dict[str, Any] = {"tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}
+        tasks: dict[str, Any] = {
+            "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+        }
         session_id = await legacy_initialize(http, url, capabilities=tasks)
         response = await http.post(
             url,

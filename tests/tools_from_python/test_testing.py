@@ -233,7 +233,9 @@ def test_an_unknown_task_is_not_found(mcp_client: McpClient) -> None:
 
 
 @tasks
-def test_a_transient_failure_runs_again_and_the_tool_sees_its_attempt(mcp_client: McpClient) -> None:
+def test_a_transient_failure_runs_again_and_the_tool_sees_its_attempt(
+    mcp_client: McpClient,
+) -> None:
     run = mcp_client.start("fetch_exchange_rate", {"currency": "usd", "failures": 1})
     assert run.wait()["status"] == "completed"
     assert run.text == "1 EUR = 1.08 USD (attempt 2)"
