@@ -25,6 +25,12 @@ async def unstorable_output(ctx: Context) -> str:
     return UNSTORABLE
 
 
+@mcp.tool()
+async def unsendable_output() -> str:
+    """A plain tool (never a task) whose text has a NUL and a lone surrogate."""
+    return UNSTORABLE
+
+
 @mcp.tool(task=True)
 async def unstorable_question(ctx: Context) -> str:
     """Asks a question whose text holds a NUL and a lone surrogate."""

@@ -504,10 +504,22 @@ async def test_plain_call_output_that_cannot_be_encoded_is_sent_repaired(
 ) -> None:
     """A lone surrogate in a result would make the JSON unencodable: U+FFFD instead."""
     status, message = await post_modern(
-        http, server, "tools/call", {"name": "unstorable_output", "arguments": {}}
+        http, server, "tools/call", {"name": "unsendable_output", "arguments": {}}
     )
     assert status == 200
     assert message["result"]["content"][0]["text"] == "a\x00b\ufffdc"
+
+
+async def test_a_task_tool_called_plainly_answers_its_result_as_stored(
+    http: httpx.AsyncClient, server: LiveServer
+) -> None:
+    """A client without the tasks extension gets the task's result as it was stored (a NUL
+    cannot be stored either): what ``tasks/get`` gives a client of the extension."""
+    status, message = await post_modern(
+        http, server, "tools/call", {"name": "unstorable_output", "arguments": {}}
+    )
+    assert status == 200
+    assert message["result"]["content"][0]["text"] == STORED
 
 
 async def test_plain_call_returning_infinity_sends_null(
