@@ -1,11 +1,16 @@
 """Mount the MCP endpoint in a project's ASGI application with one line::
 
 application = mcp_application(get_asgi_application())
+
+Where the layers meet: the protocol's :class:`~.protocol.Dispatcher` for the site's server,
+with the task engine when django-rq is installed (else task tools run as plain calls), handed
+to the transport's consumer.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any
 
 from channels.routing import ProtocolTypeRouter
 from django.apps import apps
@@ -13,6 +18,9 @@ from django.conf import settings
 
 from .conf import get_config
 from .core.gc_freeze import freeze_startup_objects
+
+if TYPE_CHECKING:
+    from .protocol import Dispatcher
 
 ASGIApp = Any
 
@@ -22,7 +30,6 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
     ``django_app``. With ``django.contrib.auth`` installed, the Django session user is
     available to tools (``ctx.user``). WebSockets at ``ADMIN_LIVE_PATH`` reach the live
     admin."""
-    from .endpoint import dispatcher
     from .tasks.embedded_worker import autostart
     from .transport import resource_metadata
     from .transport.consumer import McpConsumer
@@ -59,6 +66,16 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
     router.mcp_tasks_path = mcp_path  # read by the system checks
     freeze_startup_objects()  # the ASGI module is imported once, before the server starts
     return router
+
+
+@functools.cache
+def dispatcher() -> Dispatcher:
+    """The site's dispatcher (one per process: its method tables are built once)."""
+    from .authoring.registry import mcp
+    from .protocol import Dispatcher
+    from .tasks.engine import Engine
+
+    return Dispatcher(mcp, Engine() if apps.is_installed("django_rq") else None)
 
 
 def admin_live_application() -> ASGIApp | None:

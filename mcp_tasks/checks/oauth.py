@@ -13,11 +13,6 @@ from ..conf import get_config
 
 DOT_VERIFIER = "mcp_tasks.auth.verifiers.dot.verify"
 JWKS_VERIFIER = "mcp_tasks.auth.verifiers.jwks.verify"
-#: The verifiers' paths before 0.2 (mcp_tasks.verifiers.*): they work, with W011, until 0.3.
-MOVED_VERIFIERS = {
-    "mcp_tasks.verifiers.dot.verify": DOT_VERIFIER,
-    "mcp_tasks.verifiers.jwks.verify": JWKS_VERIFIER,
-}
 _EXTRA = "Install the extra: pip install 'django-mcp-tasks[oauth]'."
 BOUNDED_FETCHER = "mcp_tasks.auth.cimd.BoundedMetadataFetcher"
 #: django-oauth-toolkit's own CIMD fetcher: its path in 3.4, and where DOT's main branch moves it.
@@ -29,21 +24,11 @@ _LOCAL = {"localhost", "127.0.0.1", "::1"}
 
 
 def check_oauth() -> list[CheckMessage]:
-    """E007-E010, W006, W011, W014: the ready verifiers' needs, ``RESOURCE``, the issuers
+    """E007-E010, W006, W014: the ready verifiers' needs, ``RESOURCE``, the issuers
     and the fetcher of client metadata documents."""
     config = get_config()
     messages: list[CheckMessage] = []
     verifier = config["TOKEN_VERIFIER"]
-    if verifier in MOVED_VERIFIERS:
-        messages.append(
-            CheckWarning(
-                f"TOKEN_VERIFIER {verifier!r} is a deprecated path; it stops working in "
-                "mcp_tasks 0.3.",
-                hint=f"Set TOKEN_VERIFIER to {MOVED_VERIFIERS[verifier]!r}.",
-                id="mcp_tasks.W011",
-            )
-        )
-        verifier = MOVED_VERIFIERS[verifier]
     if verifier == DOT_VERIFIER and not apps.is_installed("oauth2_provider"):
         messages.append(
             Error(

@@ -1,7 +1,7 @@
 """What the protocol layer hands the task engine, and the errors it gets back.
 
 Both layers import this module; neither imports the other (the protocol reaches the engine
-through :class:`mcp_tasks.protocol.ports.TaskEngine`, wired up in :mod:`mcp_tasks.endpoint`).
+through :class:`mcp_tasks.protocol.ports.TaskEngine`, wired up in :mod:`mcp_tasks.asgi`).
 """
 
 from __future__ import annotations

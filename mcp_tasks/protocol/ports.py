@@ -1,6 +1,6 @@
 """What the protocol layer needs from the task engine, defined here, on the protocol's side.
 
-The engine's :class:`mcp_tasks.tasks.engine.Engine` fits it; :mod:`mcp_tasks.endpoint` hands
+The engine's :class:`mcp_tasks.tasks.engine.Engine` fits it; :mod:`mcp_tasks.asgi` hands
 one to the :class:`~mcp_tasks.protocol.dispatch.Dispatcher`. Tasks come back as anything
 with the attributes of :class:`TaskView` (the engine's rows), read, never written.
 """

@@ -2,7 +2,7 @@
 
 Async methods over :mod:`.service`: reads on PostgreSQL go from the event loop, the rest
 runs in Django's thread (:func:`mcp_tasks.core.db.db`). The protocol layer never imports this
-module; :mod:`mcp_tasks.endpoint` hands it an :class:`Engine`.
+module; :mod:`mcp_tasks.asgi` hands it an :class:`Engine`.
 """
 
 from __future__ import annotations

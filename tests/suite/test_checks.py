@@ -444,21 +444,6 @@ def test_jwks_verifier_with_issuer_and_keys_passes() -> None:
         assert run() == []
 
 
-@pytest.mark.parametrize("kind", ["dot", "jwks"])
-def test_a_verifier_by_its_path_before_0_2_is_w011_and_checked_as_the_new_one(kind: str) -> None:
-    apps_without = [app for app in settings.INSTALLED_APPS if app != "oauth2_provider"]
-    with override_settings(
-        INSTALLED_APPS=apps_without,
-        MCP_TASKS={"TOKEN_VERIFIER": f"mcp_tasks.verifiers.{kind}.verify"},
-    ):
-        messages = run()
-    assert [m.id for m in messages] == [
-        "mcp_tasks.W011",
-        {"dot": "mcp_tasks.E007", "jwks": "mcp_tasks.E008"}[kind],
-    ]
-    assert f"mcp_tasks.auth.verifiers.{kind}.verify" in (messages[0].hint or "")
-
-
 @pytest.mark.parametrize("resource", ["mcp.example.com/mcp", "https://mcp.example.com/mcp#x"])
 def test_resource_that_is_not_an_absolute_uri_is_e009(resource: str) -> None:
     with override_settings(MCP_TASKS={"RESOURCE": resource}):

@@ -541,7 +541,7 @@ class TestRedis:
 
 
 class TestUvicorn:
-    """transport/uvicorn_http.py subclasses uvicorn's HTTP protocols (``--http``)."""
+    """contrib/uvicorn_http.py subclasses uvicorn's HTTP protocols (``--http``)."""
 
     CHECKED = ">=0.30,<0.56"
 

@@ -20,15 +20,13 @@ PACKAGE = Path(__file__).resolve().parents[2] / "mcp_tasks"
 #: rank are siblings that never import each other.
 LAYERS: dict[str, tuple[int, frozenset[str]]] = {
     "base": (0, frozenset({"core", "conf", "exceptions", "jsontext", "layers"})),
-    # mcp_tasks.verifiers: the deprecated paths of auth.verifiers (until 0.3)
-    "auth": (1, frozenset({"auth", "verifiers"})),
+    "auth": (1, frozenset({"auth"})),
     "persistence": (2, frozenset({"models", "migrations", "sessions", "signals", "stream_events"})),
     "authoring": (3, frozenset({"authoring"})),
     "protocol": (4, frozenset({"protocol"})),
     "task engine": (4, frozenset({"tasks"})),
     "transport": (5, frozenset({"transport"})),
-    # transport.uvicorn_http: the deprecated path of contrib.uvicorn_http (until 0.3)
-    "contrib": (6, frozenset({"contrib", "transport.uvicorn_http"})),
+    "contrib": (6, frozenset({"contrib"})),
     "admin": (6, frozenset({"admin", "templatetags"})),
     # metrics: hears the engine and the transport through core.metrics_hook, reads the models
     "metrics": (6, frozenset({"metrics"})),
@@ -36,7 +34,7 @@ LAYERS: dict[str, tuple[int, frozenset[str]]] = {
     "tracing": (6, frozenset({"tracing"})),
     "composition": (
         7,
-        frozenset({"__init__", "apps", "asgi", "checks", "endpoint", "management", "testing"}),
+        frozenset({"__init__", "apps", "asgi", "checks", "management", "testing"}),
     ),
 }
 
