@@ -34,7 +34,7 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
     from .transport import resource_metadata
     from .transport.consumer import McpConsumer
 
-    mcp_path = (path or get_config()["PATH"]).rstrip("/") or "/"
+    mcp_path = (path or get_config().PATH).rstrip("/") or "/"
     consumer: ASGIApp = McpConsumer.as_asgi(dispatcher=dispatcher())
     with_session: ASGIApp = consumer
     if apps.is_installed("django.contrib.auth") and apps.is_installed("django.contrib.sessions"):
@@ -44,7 +44,7 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
     session_cookie = f"{settings.SESSION_COOKIE_NAME}=".encode("latin-1")
 
     async def http(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if get_config()["EMBEDDED_WORKER"]:
+        if get_config().EMBEDDED_WORKER:
             autostart()  # once
         if scope["path"].rstrip("/") == mcp_path or scope["path"] == mcp_path:
             # Only a request with a session cookie can have a session user: the others
@@ -81,7 +81,7 @@ def dispatcher() -> Dispatcher:
 def admin_live_application() -> ASGIApp | None:
     """The live admin's WebSocket at ``ADMIN_LIVE_PATH`` (None when it is not set): the
     admin session's user, from a page of this server's own origin (``SameOriginWebSocket``)."""
-    live_path = get_config()["ADMIN_LIVE_PATH"]
+    live_path = get_config().ADMIN_LIVE_PATH
     if not live_path or not apps.is_installed("django.contrib.sessions"):
         return None
     from channels.auth import AuthMiddlewareStack

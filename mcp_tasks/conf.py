@@ -1,209 +1,469 @@
-"""The ``MCP_TASKS`` settings dict, merged over documented defaults.
+"""The ``MCP_TASKS`` settings: one typed, frozen object, :class:`McpTasksSettings`.
 
-Read settings through :func:`get_config`; the cache is cleared when Django's
-``setting_changed`` signal fires (``override_settings`` works in tests).
+A site sets the keys it changes in ``settings.MCP_TASKS``; :func:`get_config` validates them
+over the defaults once and keeps the result until Django's ``setting_changed`` signal says
+``MCP_TASKS`` changed (``override_settings`` works in tests). Each field carries its default
+and its documentation; the system checks report the validation errors (``mcp_tasks.E003``
+for an unknown key, ``mcp_tasks.E015`` for a wrong value), and the docs' settings table is
+written from the same fields.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
 
-#: Every key of ``settings.MCP_TASKS`` with its default. Documented in the README.
-DEFAULTS: dict[str, Any] = {
-    # URL path of the MCP endpoint.
-    "PATH": "/mcp",
-    # Name, version and instructions announced to clients.
-    "SERVER_NAME": "mcp-tasks",
-    "SERVER_VERSION": "0.1.0",
-    "INSTRUCTIONS": None,
-    # Extra browser origins allowed to call the endpoint ("https://app.example.com"), or "*".
-    # Requests without an Origin header, and the server's own origin (the request's scheme,
-    # Host and port; SECURE_PROXY_SSL_HEADER honoured), are always allowed.
-    "ALLOWED_ORIGINS": [],
-    # Largest accepted request body in bytes (larger → HTTP 413).
-    "MAX_BODY_BYTES": 4 * 1024 * 1024,
-    # POSTs one process serves at once; past it a new POST gets HTTP 503 with Retry-After
-    # and a JSON-RPC error (-32000), logged as a warning. Streams (a legacy GET, an
-    # acknowledged subscriptions/listen) don't count. None: no limit.
-    "MAX_REQUESTS_IN_PROGRESS": 1000,
-    # Seconds a new connection may wait in the kernel's accept queue before the server takes
-    # it; past it, HTTP 503 with Retry-After at once, without running the application. Read by
-    # the uvicorn protocols of mcp_tasks.contrib.uvicorn_http (README "Production"), Linux
-    # only. None: no limit.
-    "MAX_ACCEPT_WAIT": 1.0,
-    # Dotted path to a callable ``(token: str) -> AccessToken | None`` (sync or async)
-    # that verifies bearer tokens. None: bearer tokens are rejected with 401.
-    "TOKEN_VERIFIER": None,
-    # Serve clients with no credentials at all. False → 401 for them.
-    "ALLOW_ANONYMOUS": True,
-    # Seconds the request path remembers whether a user holds a tool's Django permissions
-    # (tools/list, tools/call …; 0: ask every time). Workers always ask afresh.
-    "PERMISSION_CACHE_TTL": 5.0,
-    # --- OAuth (RFC 9728 protected resource metadata, RFC 8707 resource indicators) ---
-    # Issuer URLs of the authorization servers clients sign in with ("/" or "/o": an issuer
-    # on this server's own origin). Non-empty: the
-    # metadata document is served at /.well-known/oauth-protected-resource[PATH] and 401
-    # challenges point at it.
-    "AUTHORIZATION_SERVERS": [],
-    # Canonical URI of this MCP server (the tokens' audience). None: the request's
-    # scheme://host + PATH.
-    "RESOURCE": None,
-    # Scopes announced in the metadata. None: SIGN_IN_SCOPES, then every scope the
-    # registered items require.
-    "SCOPES_SUPPORTED": None,
-    # Scopes a client asks for to use this server at all (e.g. the authorization server's
-    # default scope): every 401 challenge names them (scope="..."). Not checked on tokens;
-    # items that need a scope say so with scopes=[...].
-    "SIGN_IN_SCOPES": [],
-    # How clients may send the bearer token (only the Authorization header is read).
-    "BEARER_METHODS_SUPPORTED": ["header"],
-    # Seconds the ready verifiers (mcp_tasks.auth.verifiers.dot / .jwks) remember a verified
-    # token (0: verify every request). A revoked token is refused after at most this long.
-    "TOKEN_CACHE_TTL": 10.0,
-    # mcp_tasks.auth.verifiers.jwks: the issuer (``iss``), its JWKS URL and accepted algorithms.
-    "JWT_ISSUER": None,
-    "JWT_JWKS_URL": None,
-    "JWT_ALGORITHMS": ["RS256", "ES256"],
-    # URL of the protected-resource metadata announced in WWW-Authenticate. None: built
-    # from the request when AUTHORIZATION_SERVERS is set.
-    "RESOURCE_METADATA_URL": None,
-    # Seconds a modern-era requestState (MRTR) stays valid.
-    "REQUEST_STATE_TTL": 900,
-    # Seconds between ": ping" comments on idle SSE streams.
-    "SSE_KEEPALIVE": 15.0,
-    # Seconds a legacy-era call waits for the client's reply to a server request.
-    "CLIENT_REQUEST_TIMEOUT": 300.0,
-    # Seconds of inactivity after which a legacy session is forgotten.
-    "SESSION_IDLE_TIMEOUT": 24 * 3600,
-    # Seconds a process keeps a legacy session it read, instead of reading it per request
-    # (0: read it every time). A DELETE or logging/setLevel drops it in every process at
-    # once through the channel layer; the TTL bounds staleness if that message is lost.
-    "SESSION_CACHE_TTL": 10.0,
-    # Dotted path to an async context manager factory ``(server) -> AsyncContextManager[T]``;
-    # T is exposed to tools as ``ctx.lifespan_context``.
-    "LIFESPAN": None,
-    # Alias of the channel layer used for cross-process routing.
-    "CHANNEL_LAYER": "default",
-    # ``ttlMs`` announced on list results and server/discover (modern era).
-    "LIST_TTL_MS": 0,
-    # --- background tasks ---
-    # rq queue for task jobs (a tool's TaskConfig(queue=...) overrides it).
-    "TASK_QUEUE": "mcp_tasks",
-    # Seconds a task and its result are kept after creation (None: forever); TaskConfig(ttl=...).
-    "TASK_TTL": 24 * 3600,
-    # Seconds between polls suggested to clients (pollIntervalMs); TaskConfig(poll_interval=...).
-    "TASK_POLL_INTERVAL": 0.5,
-    # Seconds a tasks/get of a working task may wait for the task's next change before it
-    # answers (it answers at once when the task changes; 0: always at once).
-    "TASK_GET_HOLD": 0.5,
-    # --- clients without the tasks extension (README "Clients without tasks") ---
-    # A task tool called by a client that does not speak tasks (most hosts) still runs as a
-    # task: the call waits INLINE_WINDOW seconds for it, then answers with a handle, and
-    # companion tools (COMPANION_TOOLS) check, answer, cancel and list such tasks. False:
-    # such a call runs an optional tool inline and refuses a required one (-32021).
-    "TASKS_FOR_ALL_CLIENTS": True,
-    # Seconds such a call waits for its task before it answers with a handle (progress and
-    # questions meanwhile where the client takes them); TaskConfig(inline_window=...). Keep
-    # it well under the clients' request timeout (60 s in the TypeScript SDK).
-    "INLINE_WINDOW": 20.0,
-    # The longest wait of the check tool: it answers at the task's next change or then.
-    "CHECK_WAIT": 20.0,
-    # Names of the companion tools, listed only to clients without the tasks extension.
-    "COMPANION_TOOLS": {
-        "check": "check_task",
-        "answer": "answer_task",
-        "cancel": "cancel_task",
-        "list": "list_tasks",
-    },
-    # rq job timeout in seconds; TaskConfig(timeout=...).
-    "TASK_TIMEOUT": 3600,
-    # Tools a TaskWorker process runs at once (async tools on its event loop, sync tools on
-    # its thread pool). A task waiting for an answer does not count.
-    "TASK_CONCURRENCY": 16,
-    # Seconds between the housekeeping runs of each TaskWorker (stalled tasks, timed-out
-    # questions, expired rows): the bound on how late those are noticed.
-    "TASK_MAINTENANCE_INTERVAL": 30,
-    # Seconds between a running task's heartbeats.
-    "TASK_HEARTBEAT_INTERVAL": 5.0,
-    # A task whose heartbeat is older than this many seconds failed with its worker.
-    "TASK_LOST_AFTER": 30.0,
-    # A task still queued after this many seconds whose job vanished (Redis restarted
-    # without persistence) is queued again.
-    "TASK_REQUEUE_AFTER": 30.0,
-    # Seconds a worker waits for an answer to ctx.elicit/ctx.sample before it lets go of the
-    # task (the task resumes on a new job once answered).
-    "INPUT_HOLD_WINDOW": 5.0,
-    # Seconds a task's question waits before the tool gets CancelledElicitation.
-    "INPUT_TIMEOUT": 24 * 3600,
-    # Request headers kept (encrypted) in a task's snapshot and shown to the tool as ctx.headers.
-    "SNAPSHOT_HEADERS": ["user-agent", "accept-language", "x-request-id"],
-    # --- limits and fairness (README "Limits and fairness") ---
-    # Free worker slots go to the principals with tasks waiting in turn (round robin), so
-    # one caller's backlog does not delay the others; False: one line, first in first out.
-    "FAIR_SHARE": True,
-    # Slots of each TaskWorker that one principal never fills: they stay for the next
-    # principal, whose task then starts at once instead of when a running task ends (with
-    # FAIR_SHARE; a worker of one slot keeps none). 0: a principal may fill a worker.
-    "RESERVED_SLOTS": 1,
-    # Tasks one principal may have that are not over yet (working or input_required); a
-    # task call past it is refused with -32029 (HTTP 429 with Retry-After on the modern
-    # era) and nothing is written. None: no limit.
-    "MAX_ACTIVE_TASKS": 1000,
-    # The same per OAuth client (the client_id of the bearer token), over all its users.
-    # None: no limit.
-    "MAX_ACTIVE_TASKS_PER_CLIENT": None,
-    # Run a task worker thread inside the ASGI process (development without Redis), and how
-    # many (each runs TASK_CONCURRENCY tasks at once).
-    "EMBEDDED_WORKER": False,
-    "EMBEDDED_WORKERS": 1,
-    # Once a process has started (the ASGI application built, a worker bootstrapped), move
-    # the objects alive then (Django, the app's modules, tools) out of the cyclic garbage
-    # collector's generations (gc.freeze()): its full collections then scan only what was
-    # made since, instead of stalling a loaded process for ~0.1 s every few seconds.
-    "GC_FREEZE": True,
-    # --- operators ---
-    # E-mail new questions to the people who may answer them (needs SITE_URL for the links).
-    "NOTIFY_QUESTIONS": False,
-    # Addresses those mails go to (every question). Empty: each question to the active staff
-    # users with an e-mail address who may answer it: ``mcp_tasks.answer_inputrequest``, or a
-    # staff question's own permission and group (superusers included).
-    "NOTIFY_RECIPIENTS": [],
-    # Seconds after a notification mail during which new questions are gathered; they go out
-    # together in one digest once the window has passed.
-    "NOTIFY_DIGEST_WINDOW": 60,
-    # Scheme and host that links in mails start with ("https://ops.example.com").
-    "SITE_URL": None,
-    # URL path of the live admin's WebSocket, routed by mcp_application (e.g.
-    # "/mcp-tasks/admin-live/"). None: no WebSocket and no publishing for it; the admin's
-    # task and question pages refresh every ADMIN_REFRESH_INTERVAL seconds instead.
-    "ADMIN_LIVE_PATH": None,
-    # Seconds between refreshes of the admin's task and question pages when their WebSocket
-    # is not available (0: never).
-    "ADMIN_REFRESH_INTERVAL": 5,
-    # Prometheus metrics (README "Metrics"; needs the `metrics` extra, prometheus-client):
-    # each process counts tasks, requests and refusals, and mcp_tasks.metrics.view.metrics
-    # serves them with the database's gauges. Set PROMETHEUS_MULTIPROC_DIR so that all the
-    # processes of a host count together. False: nothing is imported or counted.
-    "METRICS": False,
-    # A bearer token the metrics view requires (Authorization: Bearer <token>). None: no
-    # token; restrict the view by network then.
-    "METRICS_TOKEN": None,
-    # OpenTelemetry traces (README "Traces"; needs the `otel` extra, opentelemetry-api): a
-    # span per MCP request, a task's creation, each of its jobs in the worker (a child of the
-    # creating request), its questions and waits, and the tool's run. The site configures
-    # its TracerProvider and exporter. False: nothing is imported or traced.
-    "TRACING": False,
-}
+
+def setting(default: Any, doc: str) -> Any:
+    """A field of :class:`McpTasksSettings`: its default and its documentation."""
+    return Field(default, description=doc)
+
+
+def _url_path(value: str) -> str:
+    if not value.startswith("/") or len(value) < 2:
+        raise ValueError("must be a URL path starting with '/' (e.g. '/mcp')")
+    return value
+
+
+def _dotted_path(value: Any) -> str | Callable[..., Any]:
+    if (isinstance(value, str) and "." in value) or (
+        callable(value) and not isinstance(value, str)
+    ):
+        return value
+    raise ValueError("must be a dotted import path ('package.module.name') or a callable")
+
+
+def _seconds(value: Any) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise ValueError("must be a number of seconds")
+    if value < 0:
+        raise ValueError("must not be negative")
+    return value
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
+        raise ValueError("must be a list of strings")
+    return tuple(value)
+
+
+def _site_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("must be the site's absolute URL ('https://ops.example.com')")
+    return value
+
+
+#: True or False.
+Flag = StrictBool
+#: A non-empty string.
+Text = Annotated[StrictStr, Field(min_length=1)]
+#: A list (or tuple) of strings, kept as a tuple.
+Strings = Annotated[tuple[str, ...], BeforeValidator(_strings)]
+#: Seconds: a number, 0 or more.
+Seconds = Annotated[int | float, PlainValidator(_seconds)]
+#: A whole number, 0 or more.
+Count = Annotated[StrictInt, Field(ge=0)]
+#: A whole number, 1 or more.
+Positive = Annotated[StrictInt, Field(ge=1)]
+Bytes = Count
+Milliseconds = Count
+UrlPath = Annotated[StrictStr, AfterValidator(_url_path)]
+DottedPath = Annotated[str | Callable[..., Any], PlainValidator(_dotted_path)]
+SiteUrl = Annotated[StrictStr, AfterValidator(_site_url)]
+
+
+class CompanionToolNames(BaseModel):
+    """The companion tools' names (README "Clients without tasks"); check ``E020``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    check: Text = "check_task"
+    answer: Text = "answer_task"
+    cancel: Text = "cancel_task"
+    list: Text = "list_tasks"
+
+
+class McpTasksSettings(BaseModel):
+    """Every key of ``settings.MCP_TASKS``, with its type, default and meaning."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    PATH: UrlPath = setting("/mcp", "URL path of the MCP endpoint.")
+    SERVER_NAME: Text = setting("mcp-tasks", "Server name announced to clients.")
+    SERVER_VERSION: Text = setting("0.1.0", "Server version announced to clients.")
+    INSTRUCTIONS: StrictStr | None = setting(
+        None, "Instructions for the model, announced to clients."
+    )
+    ALLOWED_ORIGINS: Strings = setting(
+        (),
+        'Extra browser origins allowed to call the endpoint (`"https://app.example.com"`; a '
+        'default port written or not), or `"*"`. Requests without an `Origin` header, and the '
+        "server's own origin (the request's scheme, `Host` and port; behind a proxy that ends "
+        "TLS, the scheme `SECURE_PROXY_SSL_HEADER` reads), are always allowed; any other origin "
+        "gets 403.",
+    )
+    MAX_BODY_BYTES: Bytes = setting(
+        4 * 1024 * 1024, "Largest accepted request body; larger → HTTP 413."
+    )
+    MAX_REQUESTS_IN_PROGRESS: Positive | None = setting(
+        1000,
+        "POSTs one process serves at once. Past it a new POST is refused at once with HTTP 503, "
+        '`Retry-After: 1` and a JSON-RPC error (`-32000` "Server busy"), logged as a warning '
+        "(at most once a second, with the count). Streams don't count: a legacy `GET`, an "
+        "acknowledged `subscriptions/listen`. Requests that wait long still count (a slow tool, "
+        "a legacy call waiting for the client's answer, a `tasks/get` held up to "
+        "`TASK_GET_HOLD`): raise it if many do. `None`: no limit.",
+    )
+    MAX_ACCEPT_WAIT: Seconds | None = setting(
+        1.0,
+        "Seconds a new connection may wait in the kernel's accept queue. Past it, uvicorn run "
+        "with `--http mcp_tasks.contrib.uvicorn_http:HttpToolsProtocol` answers it with HTTP "
+        '503, `Retry-After: 1` and a JSON-RPC error (`-32000` "Server busy") without running '
+        "the application, and refuses the other late connections of the queue at once (see "
+        '"Production"). Linux only (`TCP_INFO`); other ASGI servers ignore it. `None`: no '
+        "limit.",
+    )
+    TOKEN_VERIFIER: DottedPath | None = setting(
+        None,
+        "Dotted path to a callable `(token: str) -> AccessToken \\| None` (sync or async) that "
+        "verifies bearer tokens. `None`: bearer tokens are rejected with 401.",
+    )
+    ALLOW_ANONYMOUS: Flag = setting(
+        True, "Serve clients with no credentials at all; `False` → 401 for them."
+    )
+    PERMISSION_CACHE_TTL: Seconds = setting(
+        5.0,
+        "Seconds the request path remembers whether a user holds the Django permissions a tool, "
+        "prompt or resource requires (`0`: ask every time). Workers ask afresh before every "
+        "job.",
+    )
+
+    # -- OAuth (RFC 9728 protected resource metadata, RFC 8707 resource indicators) ----
+    AUTHORIZATION_SERVERS: Strings = setting(
+        (),
+        'Issuer URLs of the OAuth authorization servers clients sign in with; a path (`"/"`, '
+        '`"/o"`) is an issuer on this server\'s own origin. Non-empty: the RFC 9728 metadata '
+        "is served at `/.well-known/oauth-protected-resource` and "
+        "`/.well-known/oauth-protected-resource<PATH>`, and 401 challenges point at it. See "
+        '"Sign-in (OAuth)".',
+    )
+    RESOURCE: StrictStr | None = setting(
+        None,
+        "Canonical URI of this MCP server, the audience tokens must be issued for (RFC 8707). "
+        "`None`: the request's `scheme://host` + `PATH`.",
+    )
+    SCOPES_SUPPORTED: Strings | None = setting(
+        None,
+        "Scopes announced in the metadata. `None`: `SIGN_IN_SCOPES`, then every scope a "
+        "registered tool, prompt or resource requires.",
+    )
+    SIGN_IN_SCOPES: Strings = setting(
+        (),
+        "Scopes a client asks for to use this server at all (e.g. the authorization server's "
+        'default scope): every 401 challenge names them (`scope="…"`, as the MCP '
+        "authorization spec asks), and they lead `scopes_supported`. Not checked on tokens: "
+        'items that need a scope say so with `scopes=[...]`. See "Sign-in (OAuth)".',
+    )
+    BEARER_METHODS_SUPPORTED: Strings = setting(
+        ("header",),
+        "How clients may send the token, announced in the metadata (only the `Authorization` "
+        "header is read).",
+    )
+    TOKEN_CACHE_TTL: Seconds = setting(
+        10.0,
+        "Seconds the ready verifiers remember a verified token (`0`: verify every request); a "
+        "revoked token is refused after at most this long.",
+    )
+    JWT_ISSUER: StrictStr | None = setting(
+        None, "`mcp_tasks.auth.verifiers.jwks`: the `iss` every token must carry."
+    )
+    JWT_JWKS_URL: StrictStr | None = setting(
+        None, "`mcp_tasks.auth.verifiers.jwks`: the issuer's JWKS URL (keys are cached 5 minutes)."
+    )
+    JWT_ALGORITHMS: Strings = setting(
+        ("RS256", "ES256"), "`mcp_tasks.auth.verifiers.jwks`: accepted signature algorithms."
+    )
+    RESOURCE_METADATA_URL: StrictStr | None = setting(
+        None,
+        "URL of the protected-resource metadata announced in `WWW-Authenticate`. `None`: built "
+        "from the request when `AUTHORIZATION_SERVERS` is set.",
+    )
+    REQUEST_STATE_TTL: Seconds = setting(
+        900, "Seconds a modern-era `requestState` (input-required retry) stays valid."
+    )
+    SSE_KEEPALIVE: Seconds = setting(15.0, "Seconds between `: ping` comments on idle SSE streams.")
+    CLIENT_REQUEST_TIMEOUT: Seconds = setting(
+        300.0,
+        "Seconds a legacy-era call waits for the client's reply to a server request "
+        "(elicitation, sampling, roots).",
+    )
+    SESSION_IDLE_TIMEOUT: Seconds = setting(
+        24 * 3600, "Seconds of inactivity after which a legacy session is forgotten."
+    )
+    SESSION_CACHE_TTL: Seconds = setting(
+        10.0,
+        "Seconds a process keeps a legacy session it read from the database, instead of reading "
+        "it on every request. A `DELETE` or `logging/setLevel` drops it from every process "
+        "through the channel layer before the client gets its answer: a process lists itself in "
+        "the channel layer's Redis as keeping the session before it reads it, and the change "
+        "waits (at most 2 s) until each listed process acknowledged dropping its copy, so a "
+        "request answered from a kept copy costs no round trip. The TTL bounds how long a "
+        "change goes unseen if that message is lost (Redis restarting). `0`: read the session "
+        "on every request.",
+    )
+    LIFESPAN: DottedPath | None = setting(
+        None,
+        "Dotted path to an async context manager factory `(server) -> AsyncContextManager[T]`; "
+        "`T` is `ctx.lifespan_context`.",
+    )
+    CHANNEL_LAYER: Text = setting(
+        "default", "Alias in `CHANNEL_LAYERS` used for cross-process routing."
+    )
+    LIST_TTL_MS: Milliseconds = setting(
+        0, "`ttlMs` announced on list results and `server/discover` (modern era)."
+    )
+
+    # -- background tasks --------------------------------------------------------------
+    TASK_QUEUE: Text = setting(
+        "mcp_tasks", "rq queue for task jobs; `TaskConfig(queue=...)` overrides it."
+    )
+    TASK_TTL: Seconds | None = setting(
+        24 * 3600,
+        "Seconds a task and its result are kept after creation (`None`: forever); "
+        "`TaskConfig(ttl=...)`.",
+    )
+    TASK_POLL_INTERVAL: Seconds = setting(
+        0.5,
+        "Seconds between polls suggested to clients (`pollIntervalMs`); "
+        "`TaskConfig(poll_interval=...)`.",
+    )
+    TASK_GET_HOLD: Seconds = setting(
+        0.5,
+        "Seconds a `tasks/get` of a `working` task may wait for the task's next change before "
+        "it answers: it answers the moment the task changes (a result, a question, progress), "
+        "so a client hears of it at once instead of at its next poll. `0`: always at once.",
+    )
+
+    # -- clients without the tasks extension (README "Clients without tasks") ----------
+    TASKS_FOR_ALL_CLIENTS: Flag = setting(
+        True,
+        "A task tool called by a client that does not speak tasks (no "
+        "`io.modelcontextprotocol/tasks` extension in the request; a 2025 session without the "
+        "`tasks` capability) still runs as a task: the call waits `INLINE_WINDOW`, then answers "
+        "with a handle, and the companion tools check, answer, cancel and list such tasks "
+        '("Clients without tasks"). `False`: such a call runs an `optional` tool inline and '
+        "refuses a `required` one (`-32021`), and no companion tool is listed.",
+    )
+    INLINE_WINDOW: Seconds = setting(
+        20.0,
+        "Seconds such a call waits for its task before it answers with a handle; meanwhile "
+        "progress goes out as `notifications/progress` (when the request has a progress token) "
+        "and questions are asked inline where the client can answer them. "
+        "`TaskConfig(inline_window=...)` per tool; `0`: a handle at once. Keep it well under "
+        "the clients' request timeout (60 s in the TypeScript SDK).",
+    )
+    CHECK_WAIT: Seconds = setting(
+        20.0,
+        "The longest the check tool waits: it answers at the task's next change (a result, a "
+        "question, a staff decision) or then.",
+    )
+    COMPANION_TOOLS: CompanionToolNames = setting(
+        CompanionToolNames(),
+        "The companion tools' names (any subset of the keys). Check `mcp_tasks.E020` refuses a "
+        "name that is not a valid tool name or that a registered tool has.",
+    )
+    TASK_TIMEOUT: Seconds = setting(
+        3600,
+        "rq job timeout in seconds; `TaskConfig(timeout=...)`. A job past it fails its task "
+        '("The task timed out after N s") and its tool is cancelled.',
+    )
+    TASK_CONCURRENCY: Positive = setting(
+        16,
+        "Tools one `TaskWorker` process runs at once (async tools on its event loop, sync tools "
+        "on its thread pool). A task waiting for an answer does not count.",
+    )
+    TASK_MAINTENANCE_INTERVAL: Seconds = setting(
+        30,
+        "Seconds between the housekeeping runs of each worker (stalled tasks, timed-out "
+        "questions, expired rows): the bound on how late those are noticed.",
+    )
+    TASK_HEARTBEAT_INTERVAL: Seconds = setting(5.0, "Seconds between a running task's heartbeats.")
+    TASK_LOST_AFTER: Seconds = setting(
+        30.0, "A task whose heartbeat is older than this many seconds failed with its worker."
+    )
+    TASK_REQUEUE_AFTER: Seconds = setting(
+        30.0,
+        "A task still queued after this many seconds whose job vanished (Redis restarted "
+        "without persistence) is queued again.",
+    )
+    INPUT_HOLD_WINDOW: Seconds = setting(
+        5.0,
+        "Seconds a worker waits for an answer to `ctx.elicit`/`ctx.sample` before it lets go of "
+        "the task (the task resumes on a new job once answered).",
+    )
+    INPUT_TIMEOUT: Seconds = setting(
+        24 * 3600, "Seconds a task's question waits before the tool gets `CancelledElicitation`."
+    )
+    SNAPSHOT_HEADERS: Strings = setting(
+        ("user-agent", "accept-language", "x-request-id"),
+        "Request headers kept (encrypted) in a task's snapshot and shown to the tool as "
+        "`ctx.headers`.",
+    )
+
+    # -- limits and fairness (README "Limits and fairness") ----------------------------
+    FAIR_SHARE: Flag = setting(
+        True,
+        "Free worker slots go to the principals with tasks waiting in turn (round robin), first "
+        'in first out within one principal. `False`: one line, first in first out. See "Limits '
+        'and fairness".',
+    )
+    RESERVED_SLOTS: Count = setting(
+        1,
+        "Slots of each `TaskWorker` that one principal never fills (with `FAIR_SHARE`): they "
+        "stay for the next principal, whose task starts at once instead of when a running task "
+        "ends. A worker of one slot keeps none. `0`: a principal may fill a worker.",
+    )
+    MAX_ACTIVE_TASKS: Positive | None = setting(
+        1000,
+        "Tasks one principal may have that are not over yet (`working`, `input_required`). A "
+        "task call past it is refused before anything is written (`-32029`; HTTP 429 with "
+        "`Retry-After` on the modern era). `None`: no limit.",
+    )
+    MAX_ACTIVE_TASKS_PER_CLIENT: Positive | None = setting(
+        None,
+        "The same per OAuth client (the `client_id` of the bearer token), over all its users. "
+        "`None`: no limit.",
+    )
+    EMBEDDED_WORKER: Flag = setting(
+        False,
+        "Run a task worker thread inside the ASGI process, on an in-process fake Redis "
+        "(development without Redis). The example project sets it when `REDIS_URL` is unset.",
+    )
+    EMBEDDED_WORKERS: Positive = setting(
+        1,
+        "How many embedded worker threads run when `EMBEDDED_WORKER` is on (each runs "
+        "`TASK_CONCURRENCY` tasks at once).",
+    )
+    GC_FREEZE: Flag = setting(
+        True,
+        "Once a process has started (`mcp_application` built, a worker bootstrapped), collect "
+        "once and move every object alive then into Python's permanent GC generation "
+        "(`gc.freeze()`). A loaded process otherwise runs a full collection every few seconds "
+        "that walks Django, the app and its tools (80 to 100 ms each in the example project under "
+        "the benchmark's load; 4 to 6 ms after). `False`: leave the collector alone.",
+    )
+
+    # -- operators ---------------------------------------------------------------------
+    NOTIFY_QUESTIONS: Flag = setting(
+        False,
+        "E-mail new questions to the people who may answer them (see [Operators](#operators)); "
+        "needs `SITE_URL`.",
+    )
+    NOTIFY_RECIPIENTS: Strings = setting(
+        (),
+        "Addresses those mails go to (every question). Empty: each question to the active staff "
+        "users with an e-mail address who may answer it: `mcp_tasks.answer_inputrequest`, or a "
+        "staff question's own permission and group (superusers included).",
+    )
+    NOTIFY_DIGEST_WINDOW: Seconds = setting(
+        60,
+        "Seconds after a notification mail during which new questions are gathered; once it has "
+        "passed they go out together in one digest.",
+    )
+    SITE_URL: SiteUrl | None = setting(
+        None, 'Scheme and host that links in mails start with (`"https://ops.example.com"`).'
+    )
+    ADMIN_LIVE_PATH: UrlPath | None = setting(
+        None,
+        "URL path of the live admin's WebSocket, routed by `mcp_application` (the example "
+        'project uses `"/mcp-tasks/admin-live/"`). `None`: no WebSocket and nothing published '
+        "for it; the admin's task and question pages refresh every `ADMIN_REFRESH_INTERVAL` "
+        "seconds instead.",
+    )
+    ADMIN_REFRESH_INTERVAL: Seconds = setting(
+        5,
+        "Seconds between refreshes of the admin's task list, task page and waiting questions "
+        "when their WebSocket is not available (`0`: never).",
+    )
+    METRICS: Flag = setting(
+        False,
+        "Count Prometheus metrics in each process and serve them with "
+        "`mcp_tasks.metrics.view.metrics` (see [Metrics](#metrics)); needs the `metrics` extra "
+        "(`prometheus-client`, check `mcp_tasks.W012`) and `PROMETHEUS_MULTIPROC_DIR` for "
+        "several processes (`mcp_tasks.W013`). `False`: nothing is imported or counted.",
+    )
+    METRICS_TOKEN: StrictStr | None = setting(
+        None,
+        "A bearer token the metrics view requires (`Authorization: Bearer <token>`; 401 without "
+        "it). `None`: no token; restrict the view by network.",
+    )
+    TRACING: Flag = setting(
+        False,
+        "OpenTelemetry spans for each MCP request, each task's creation, its jobs in the "
+        "workers (children of the creating request), its questions and waits, and the tool's "
+        "runs (see [Traces](#traces)); needs `opentelemetry-api` (the `otel` extra) and a "
+        "`TracerProvider` the site configures. `False`: nothing is traced and the tracer module "
+        "is not imported.",
+    )
+
+
+def imported(value: str | Callable[..., Any]) -> Any:
+    """A setting that names an object: imported from its dotted path, or the callable given."""
+    return import_string(value) if isinstance(value, str) else value
+
+
+#: Every key with its default (the fields' defaults, as plain values).
+DEFAULTS: dict[str, Any] = McpTasksSettings().model_dump()
+
+
+def validate(values: Any) -> McpTasksSettings:
+    """``values`` (a site's ``MCP_TASKS``) over the defaults; raises ``ValidationError``."""
+    return McpTasksSettings.model_validate(values or {})
 
 
 @lru_cache(maxsize=1)
-def get_config() -> dict[str, Any]:
-    """Return ``MCP_TASKS`` merged over :data:`DEFAULTS`."""
-    user = getattr(settings, "MCP_TASKS", None) or {}
-    return {**DEFAULTS, **user}
+def get_config() -> McpTasksSettings:
+    """The site's settings (``MCP_TASKS`` over the defaults), validated once.
+
+    Raises ``ImproperlyConfigured`` when ``MCP_TASKS`` is not valid (``manage.py check``
+    says what is wrong, with a hint)."""
+    user = getattr(settings, "MCP_TASKS", None)
+    if user is not None and not isinstance(user, dict):
+        raise ImproperlyConfigured(f"MCP_TASKS must be a dict, not {type(user).__name__}")
+    try:
+        return validate(user)
+    except ValidationError as exc:
+        problems = "; ".join(describe(error) for error in exc.errors())
+        raise ImproperlyConfigured(
+            f"MCP_TASKS is not valid: {problems} (manage.py check says more)"
+        ) from None
+
+
+def describe(error: Any) -> str:
+    """One validation error of ``MCP_TASKS`` in words: the key and what is wrong."""
+    key = ".".join(str(part) for part in error["loc"])
+    if error["type"] == "extra_forbidden":
+        return f"unknown key {key!r}"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"MCP_TASKS[{key!r}] {message[0].lower()}{message[1:]}, got {error['input']!r}"
 
 
 def reset_config(*, setting: str, **kwargs: Any) -> None:

@@ -77,7 +77,7 @@ async def create_session(
 
 
 def _idle_cutoff() -> Any:
-    return timezone.now() - timedelta(seconds=get_config()["SESSION_IDLE_TIMEOUT"])
+    return timezone.now() - timedelta(seconds=get_config().SESSION_IDLE_TIMEOUT)
 
 
 async def load_session(session_id: str, principal: Principal) -> StoredSession | None:

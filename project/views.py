@@ -25,7 +25,7 @@ from mcp_tasks.conf import get_config
 
 
 def index(request: HttpRequest) -> HttpResponse:
-    mcp_url = request.build_absolute_uri(get_config()["PATH"])
+    mcp_url = request.build_absolute_uri(get_config().PATH)
     client_config = {"mcpServers": {"django-mcp-tasks": {"type": "http", "url": mcp_url}}}
     vscode_config = {"servers": {"django-mcp-tasks": {"type": "http", "url": mcp_url}}}
     tools = sorted(mcp.tools.values(), key=lambda spec: spec.name)
@@ -48,9 +48,9 @@ def mcp_resource(request: HttpRequest) -> str:
     """This MCP server's resource URI: ``MCP_TASKS["RESOURCE"]``, or the site's origin plus
     the endpoint's path (what the protected-resource metadata announces)."""
     config = get_config()
-    if config["RESOURCE"]:
-        return str(config["RESOURCE"])
-    return request.build_absolute_uri(str(config["PATH"]).rstrip("/") or "/")
+    if config.RESOURCE:
+        return str(config.RESOURCE)
+    return request.build_absolute_uri(str(config.PATH).rstrip("/") or "/")
 
 
 def foreign_resource(request: HttpRequest, resources: list[str]) -> str | None:

@@ -53,7 +53,7 @@ class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
 
     @property
     def channel_layer_alias(self) -> str:
-        alias: str = get_config()["CHANNEL_LAYER"]
+        alias: str = get_config().CHANNEL_LAYER
         return alias
 
     async def connect(self) -> None:

@@ -420,8 +420,8 @@ def live_context(task_id: str = "") -> dict[str, Any]:
     """What the live admin's script needs (``admin/mcp_tasks/live.html``)."""
     config = get_config()
     return {
-        "ws_path": config["ADMIN_LIVE_PATH"] or "",
-        "interval": config["ADMIN_REFRESH_INTERVAL"],
+        "ws_path": config.ADMIN_LIVE_PATH or "",
+        "interval": config.ADMIN_REFRESH_INTERVAL,
         "task": task_id,
     }
 

@@ -26,7 +26,7 @@ EMBEDDED_NOTE = (
 def queue_dashboard_url() -> str | None:
     """django-rq's dashboard: the project's ``django_rq.urls`` include, or the one
     django-rq mounts inside the admin; None in embedded mode."""
-    if get_config()["EMBEDDED_WORKER"]:
+    if get_config().EMBEDDED_WORKER:
         return None
     for name in ("django_rq:home", "admin:django_rq_home"):
         try:
@@ -41,7 +41,7 @@ class _OutsideEmbeddedMode:
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         visible: bool = super().has_module_permission(request)  # type: ignore[misc]
-        return visible and not get_config()["EMBEDDED_WORKER"]
+        return visible and not get_config().EMBEDDED_WORKER
 
     def get_urls(self) -> list[Any]:
         urls: list[Any] = super().get_urls()  # type: ignore[misc]
@@ -54,7 +54,7 @@ class _OutsideEmbeddedMode:
 def _task_list_in_embedded_mode(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     @functools.wraps(view)
     def dashboard_or_task_list(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not get_config()["EMBEDDED_WORKER"]:
+        if not get_config().EMBEDDED_WORKER:
             return view(request, *args, **kwargs)
         messages.info(request, EMBEDDED_NOTE, fail_silently=True)
         return HttpResponseRedirect(reverse("admin:mcp_tasks_task_changelist"))

@@ -35,11 +35,11 @@ _read: dict[str, tuple[float, bool]] = {}  # key → (when it was read, whether 
 
 
 def _key() -> str:
-    return f"mcp_tasks:admin-live-open:{get_config()['TASK_QUEUE']}"
+    return f"mcp_tasks:admin-live-open:{get_config().TASK_QUEUE}"
 
 
 def _connection() -> Any:
-    return get_queue(get_config()["TASK_QUEUE"]).connection
+    return get_queue(get_config().TASK_QUEUE).connection
 
 
 def mark_open() -> None:

@@ -101,7 +101,7 @@ async def _has_perms(user: Any, permissions: tuple[str, ...]) -> bool:
         return False
     if user.is_active and user.is_superuser:
         return True
-    ttl = float(get_config()["PERMISSION_CACHE_TTL"])
+    ttl = float(get_config().PERMISSION_CACHE_TTL)
     key = (user.pk, permissions)
     now = time.monotonic()
     hit = _cache.get(key)

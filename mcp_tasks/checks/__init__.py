@@ -8,13 +8,13 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning as CheckWarning, register
 from django.utils.module_loading import import_string
+from pydantic import ValidationError
 
-from ..conf import DEFAULTS, get_config
+from ..conf import DEFAULTS, describe, get_config, validate
 from . import workers as worker_checks
 from .approvals import check_approvals
 from .companions import check_companions
@@ -27,19 +27,6 @@ _IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
 _SINGLE_PROCESS_LAYERS = {_IN_MEMORY_LAYER, "mcp_tasks.layers.InProcessChannelLayer"}
 _CORE_REDIS_LAYER = "channels_redis.core.RedisChannelLayer"
 _PUBSUB_LAYER = "channels_redis.pubsub.RedisPubSubChannelLayer"
-
-# Types of the keys whose default does not tell; every other key takes its default's type.
-_NULLABLE_STRINGS = {
-    "INSTRUCTIONS",
-    "RESOURCE_METADATA_URL",
-    "RESOURCE",
-    "JWT_ISSUER",
-    "JWT_JWKS_URL",
-    "METRICS_TOKEN",
-}
-_NULLABLE_LISTS = {"SCOPES_SUPPORTED"}
-_DOTTED_PATHS = {"TOKEN_VERIFIER", "LIFESPAN"}
-_NULLABLE_NUMBERS = {"TASK_TTL", "MAX_ACCEPT_WAIT"}  # None: kept forever / no limit
 
 
 @register()
@@ -142,93 +129,33 @@ def _check_settings_dict() -> list[CheckMessage]:
                 id="mcp_tasks.E016",
             )
         ]
-    messages: list[CheckMessage] = []
-    for key, value in user.items():
-        if key not in DEFAULTS:
-            close = difflib.get_close_matches(str(key), DEFAULTS, n=1)
-            did_you_mean = f"Did you mean {close[0]!r}? " if close else ""
-            messages.append(
-                Error(
-                    f"MCP_TASKS has an unknown key {key!r}.",
-                    hint=(
-                        f"{did_you_mean}Remove it or use one of: {', '.join(sorted(DEFAULTS))}. "
-                        + _README
-                    ),
-                    id="mcp_tasks.E003",
-                )
-            )
-            continue
-        problem = _value_problem(key, value)
-        if problem:
-            messages.append(
-                Error(
-                    f"MCP_TASKS[{key!r}] {problem}, got {value!r}.",
-                    hint=f"Fix the value or remove the key to use the default ({DEFAULTS[key]!r}). "
-                    + _README,
-                    id="mcp_tasks.E015",
-                )
-            )
-    return messages
+    try:
+        validate(user)
+    except ValidationError as exc:
+        first: dict[Any, Any] = {}  # one message per key (a union may give several)
+        for error in exc.errors():
+            first.setdefault(error["loc"][:1], error)
+        return [_settings_error(error) for error in first.values()]
+    return []
 
 
-def _value_problem(key: str, value: Any) -> str | None:
-    """What is wrong with ``value`` for ``key``, or None when it is acceptable."""
-    default = DEFAULTS[key]
-    if key in _NULLABLE_STRINGS:
-        return None if value is None or isinstance(value, str) else "must be a string or None"
-    if key in _NULLABLE_LISTS:
-        if value is None or (
-            isinstance(value, list | tuple) and all(isinstance(item, str) for item in value)
-        ):
-            return None
-        return "must be a list of strings or None"
-    if key in _DOTTED_PATHS:
-        if value is None or callable(value) or (isinstance(value, str) and "." in value):
-            return None
-        return "must be a dotted import path ('package.module.name'), a callable or None"
-    if key == "MAX_REQUESTS_IN_PROGRESS":
-        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-            return None
-        return "must be a whole number of requests (1 or more) or None (no limit)"
-    if key == "RESERVED_SLOTS":
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return None
-        return "must be a whole number of slots (0 or more)"
-    if key in ("MAX_ACTIVE_TASKS", "MAX_ACTIVE_TASKS_PER_CLIENT"):
-        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-            return None
-        return "must be a whole number of tasks (1 or more) or None (no limit)"
-    if key == "SITE_URL":
-        parts = urlsplit(value) if isinstance(value, str) else None
-        if value is None or (parts and parts.scheme in ("http", "https") and parts.netloc):
-            return None
-        return "must be the site's absolute URL ('https://ops.example.com') or None"
-    if key == "ADMIN_LIVE_PATH":
-        if value is None or (isinstance(value, str) and value.startswith("/") and len(value) > 1):
-            return None
-        return "must be a URL path starting with '/' or None"
-    if key == "PATH":
-        if isinstance(value, str) and value.startswith("/") and len(value) > 1:
-            return None
-        return "must be a URL path starting with '/' (e.g. '/mcp')"
-    if isinstance(default, bool):
-        return None if isinstance(value, bool) else "must be True or False"
-    if value is None and key in _NULLABLE_NUMBERS:
-        return None
-    if isinstance(default, int | float):
-        whole = isinstance(default, int) and key.endswith(("_BYTES", "_MS"))  # counts of units
-        if isinstance(value, bool) or not isinstance(value, int if whole else int | float):
-            return "must be an integer" if whole else "must be a number"
-        return None if value >= 0 else "must not be negative"
-    if isinstance(default, str):
-        return None if isinstance(value, str) and value else "must be a non-empty string"
-    if isinstance(default, list | tuple):
-        if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
-            return None
-        return "must be a list of strings"
-    if isinstance(default, dict):
-        return None if isinstance(value, dict) else "must be a dict"
-    return None  # a default of None (or another type) says nothing about the value
+def _settings_error(error: Any) -> CheckMessage:
+    """E003 (an unknown key) or E015 (a wrong value), from one validation error."""
+    key = str(error["loc"][0])
+    if error["type"] == "extra_forbidden" and len(error["loc"]) == 1:
+        close = difflib.get_close_matches(key, DEFAULTS, n=1)
+        did_you_mean = f"Did you mean {close[0]!r}? " if close else ""
+        return Error(
+            f"MCP_TASKS has an unknown key {key!r}.",
+            hint=f"{did_you_mean}Remove it or use one of: {', '.join(sorted(DEFAULTS))}. "
+            + _README,
+            id="mcp_tasks.E003",
+        )
+    return Error(
+        f"{describe(error)}.",
+        hint=f"Fix the value or remove the key to use the default ({DEFAULTS[key]!r}). " + _README,
+        id="mcp_tasks.E015",
+    )
 
 
 # -- E004, E017: the ASGI application routes the MCP path ------------------------------------------
@@ -254,7 +181,7 @@ def _check_asgi_route() -> list[CheckMessage]:
     dotted = getattr(settings, "ASGI_APPLICATION", None)
     if not dotted:
         return []  # reported as E014
-    path = get_config()["PATH"]
+    path = get_config().PATH
     fix = (
         "In your asgi module, wrap Django's application: "
         "application = mcp_application(get_asgi_application()) "
@@ -287,7 +214,7 @@ def _check_asgi_route() -> list[CheckMessage]:
 
 
 def _check_channel_layer() -> list[CheckMessage]:
-    alias = get_config()["CHANNEL_LAYER"]
+    alias = get_config().CHANNEL_LAYER
     layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
     layer = layers.get(alias) if isinstance(layers, dict) else None
     if not layer:
@@ -413,7 +340,7 @@ def _check_hosts() -> list[CheckMessage]:
 
 def _check_notifications() -> list[CheckMessage]:
     config = get_config()
-    if not config["NOTIFY_QUESTIONS"] or config["SITE_URL"]:
+    if not config.NOTIFY_QUESTIONS or config.SITE_URL:
         return []
     return [
         Error(

@@ -7,7 +7,7 @@ import re
 from django.core.checks import CheckMessage, Error
 
 from ..authoring.registry import mcp
-from ..conf import DEFAULTS, get_config
+from ..conf import get_config
 
 #: A tool name as the MCP specification allows it (2025-11-25: 1 to 128 of these).
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -17,14 +17,10 @@ def check_companions() -> list[CheckMessage]:
     """Each companion tool's name is a valid tool name, distinct, and not a registered
     tool's (that tool would be hidden from clients without tasks)."""
     config = get_config()
-    if not config["TASKS_FOR_ALL_CLIENTS"]:
+    if not config.TASKS_FOR_ALL_CLIENTS:
         return []
-    given = config["COMPANION_TOOLS"]
+    names = config.COMPANION_TOOLS.model_dump()
     problems: list[str] = []
-    unknown = sorted(set(given) - set(DEFAULTS["COMPANION_TOOLS"]))
-    if unknown:
-        problems.append(f"unknown keys {unknown} (use check, answer, cancel, list)")
-    names = {**DEFAULTS["COMPANION_TOOLS"], **given}
     for role, name in names.items():
         if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
             problems.append(

@@ -13,7 +13,7 @@ from ..metrics import switch
 
 
 def check_metrics() -> list[CheckMessage]:
-    if not get_config()["METRICS"]:
+    if not get_config().METRICS:
         return []
     if not switch.available():
         return [

@@ -28,7 +28,7 @@ def check_oauth() -> list[CheckMessage]:
     and the fetcher of client metadata documents."""
     config = get_config()
     messages: list[CheckMessage] = []
-    verifier = config["TOKEN_VERIFIER"]
+    verifier = config.TOKEN_VERIFIER
     if verifier == DOT_VERIFIER and not apps.is_installed("oauth2_provider"):
         messages.append(
             Error(
@@ -39,7 +39,7 @@ def check_oauth() -> list[CheckMessage]:
             )
         )
     if verifier == JWKS_VERIFIER:
-        missing = [key for key in ("JWT_ISSUER", "JWT_JWKS_URL") if not config[key]]
+        missing = [key for key in ("JWT_ISSUER", "JWT_JWKS_URL") if not getattr(config, key)]
         if missing or importlib.util.find_spec("jwt") is None:
             messages.append(
                 Error(
@@ -50,7 +50,7 @@ def check_oauth() -> list[CheckMessage]:
                     id="mcp_tasks.E008",
                 )
             )
-    resource = config["RESOURCE"]
+    resource = config.RESOURCE
     if resource and not _absolute_url(resource, fragment_ok=False):
         messages.append(
             Error(
@@ -61,7 +61,7 @@ def check_oauth() -> list[CheckMessage]:
                 id="mcp_tasks.E009",
             )
         )
-    servers = list(config["AUTHORIZATION_SERVERS"])
+    servers = list(config.AUTHORIZATION_SERVERS)
     if servers and not verifier:
         messages.append(
             Error(

@@ -25,7 +25,7 @@ _IN_PROCESS_LAYER = "mcp_tasks.layers.InProcessChannelLayer"
 def check_workers() -> list[CheckMessage]:
     """Report what would leave tasks queued, slow or failing to start."""
     messages: list[CheckMessage] = []
-    if get_config()["EMBEDDED_WORKER"]:
+    if get_config().EMBEDDED_WORKER:
         messages += _check_embedded_packages()
         messages += _check_embedded_layer()
     else:
@@ -46,7 +46,7 @@ def module_available(name: str) -> bool:
 
 def _layer_backend() -> Any:
     layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
-    layer = layers.get(get_config()["CHANNEL_LAYER"]) if isinstance(layers, dict) else None
+    layer = layers.get(get_config().CHANNEL_LAYER) if isinstance(layers, dict) else None
     return layer.get("BACKEND") if isinstance(layer, dict) else None
 
 
@@ -157,7 +157,7 @@ def _check_queues() -> list[CheckMessage]:
     """Every queue a task can go to is in ``RQ_QUEUES``."""
     queues = getattr(settings, "RQ_QUEUES", None)
     known = set(queues) if isinstance(queues, dict) else set()
-    wanted = {get_config()["TASK_QUEUE"]: "MCP_TASKS['TASK_QUEUE']"}
+    wanted = {get_config().TASK_QUEUE: "MCP_TASKS['TASK_QUEUE']"}
     for tool in mcp.tools.values():
         if tool.task.mode != "forbidden" and tool.task.queue:
             wanted.setdefault(tool.task.queue, f"tool {tool.name!r}'s TaskConfig(queue=...)")

@@ -171,7 +171,7 @@ class RefuseLateConnections:
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's, not an asyncio subclass
         super().connection_made(transport)  # type: ignore[misc]
-        limit = get_config()["MAX_ACCEPT_WAIT"]
+        limit = get_config().MAX_ACCEPT_WAIT
         if limit is None:
             return
         sock = transport.get_extra_info("socket")

@@ -23,7 +23,7 @@ logger = logging.getLogger("mcp_tasks")
 def freeze_startup_objects() -> bool:
     """``gc.freeze()`` after one full collection, unless ``MCP_TASKS["GC_FREEZE"]`` is off.
     True when it froze."""
-    if not get_config()["GC_FREEZE"]:
+    if not get_config().GC_FREEZE:
         return False
     gc.collect()
     gc.freeze()

@@ -20,7 +20,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     exposition = switch.exposition()
     if exposition is None:
         raise Http404("Metrics are off (MCP_TASKS['METRICS']).")
-    token = get_config()["METRICS_TOKEN"]
+    token = get_config().METRICS_TOKEN
     if token and not constant_time_compare(
         request.headers.get("Authorization", ""), f"Bearer {token}"
     ):

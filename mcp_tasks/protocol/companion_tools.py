@@ -18,10 +18,9 @@ from typing import Any
 from ..auth.permissions import allowed
 from ..authoring.registry import MCPServer
 from ..authoring.tool_call import error_result
-from ..conf import get_config
+from ..conf import CompanionToolNames, get_config
 from ..core.task_contract import InvalidAnswer, TaskNotFound
 from .handle_shapes import (
-    CompanionNames,
     expected_answer,
     not_found_result,
     question_message,
@@ -39,7 +38,7 @@ _TASK_ID = {"type": "string", "description": "The task_id a tool's result gave."
 _ANY_JSON = ["string", "number", "integer", "boolean", "object", "array"]
 
 
-def definitions(names: CompanionNames, check_wait: float) -> list[dict[str, Any]]:
+def definitions(names: CompanionToolNames, check_wait: float) -> list[dict[str, Any]]:
     """The companion tools as ``tools/list`` shows them."""
     wait = f"{check_wait:g}"
 
@@ -182,7 +181,7 @@ class CompanionTools:
         return None
 
     def definitions(self) -> list[dict[str, Any]]:
-        return definitions(companion_names(), float(get_config()["CHECK_WAIT"]))
+        return definitions(companion_names(), float(get_config().CHECK_WAIT))
 
     async def call(
         self, role: str, server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
@@ -224,7 +223,7 @@ class CompanionTools:
     ) -> dict[str, Any]:
         arguments: dict[str, Any] = params.get("arguments") or {}
         names = companion_names()
-        limit = float(get_config()["CHECK_WAIT"])
+        limit = float(get_config().CHECK_WAIT)
         wait = arguments.get("wait_seconds", limit)
         if not isinstance(wait, int | float) or isinstance(wait, bool) or not math.isfinite(wait):
             return error_result("wait_seconds must be a number of seconds")
@@ -250,7 +249,7 @@ class CompanionTools:
         plan = Follow(
             target=names.answer,
             arguments=arguments,
-            window=float(get_config()["CHECK_WAIT"]),
+            window=float(get_config().CHECK_WAIT),
             until_change=True,
             abandon=False,
         )

@@ -200,7 +200,7 @@ def legacy_request_info(
 def _finish_modern(method: str, result: dict[str, Any]) -> dict[str, Any]:
     result.setdefault("resultType", "complete")
     if method in CACHEABLE and result["resultType"] == "complete":
-        result.setdefault("ttlMs", get_config()["LIST_TTL_MS"])
+        result.setdefault("ttlMs", get_config().LIST_TTL_MS)
         result.setdefault("cacheScope", "private")
     meta = result.setdefault("_meta", {})
     meta.setdefault(META_SERVER_INFO, server_info())

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from ..conf import CompanionToolNames
 from .ports import QuestionView, TaskView
 from .task_shapes import iso, related
 
@@ -25,22 +25,6 @@ QUESTION_CAPABILITIES = {
 
 #: Seconds a handle suggests before checking a task that waits for staff again.
 STAFF_CHECK_AFTER = 60
-
-
-@dataclass(frozen=True)
-class CompanionNames:
-    """The names the companion tools are listed under (``COMPANION_TOOLS``)."""
-
-    check: str
-    answer: str
-    cancel: str
-    list: str
-
-    @classmethod
-    def of(cls, names: Mapping[str, str]) -> CompanionNames:
-        return cls(
-            check=names["check"], answer=names["answer"], cancel=names["cancel"], list=names["list"]
-        )
 
 
 def _call(tool: str, arguments: dict[str, Any]) -> str:
@@ -139,7 +123,7 @@ def _progress(task: TaskView) -> str:
 def handle_result(
     task: TaskView,
     questions: Sequence[QuestionView],
-    names: CompanionNames,
+    names: CompanionToolNames,
     *,
     waited: float,
     check_wait: float,
@@ -234,7 +218,7 @@ def task_summary(task: TaskView) -> dict[str, Any]:
     }
 
 
-def not_found_result(task_id: str, names: CompanionNames) -> dict[str, Any]:
+def not_found_result(task_id: str, names: CompanionToolNames) -> dict[str, Any]:
     """The one answer for a task that is unknown, expired or someone else's."""
     return {
         "content": [

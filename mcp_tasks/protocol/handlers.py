@@ -61,7 +61,7 @@ TaskStarter = Callable[
 
 def server_info() -> dict[str, Any]:
     config = get_config()
-    return {"name": config["SERVER_NAME"], "version": config["SERVER_VERSION"]}
+    return {"name": config.SERVER_NAME, "version": config.SERVER_VERSION}
 
 
 def server_capabilities(info: RequestInfo, *, tasks: bool) -> dict[str, Any]:
@@ -133,7 +133,7 @@ async def server_discover(
         "supportedVersions": list(MODERN_VERSIONS),
         "capabilities": server_capabilities(info, tasks=tasks),
     }
-    instructions = get_config()["INSTRUCTIONS"]
+    instructions = get_config().INSTRUCTIONS
     if instructions:
         result["instructions"] = instructions
     return result
@@ -152,7 +152,7 @@ async def initialize(
         "capabilities": server_capabilities(replace(info, protocol_version=version), tasks=tasks),
         "serverInfo": server_info(),
     }
-    instructions = get_config()["INSTRUCTIONS"]
+    instructions = get_config().INSTRUCTIONS
     if instructions:
         result["instructions"] = instructions
     return result

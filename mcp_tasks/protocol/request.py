@@ -94,7 +94,7 @@ class RequestInfo:
     def caller(self) -> Caller:
         """What a task started by this request keeps of its caller: the headers
         ``SNAPSHOT_HEADERS`` names, the access token as a record."""
-        keep = {name.lower() for name in get_config()["SNAPSHOT_HEADERS"]}
+        keep = {name.lower() for name in get_config().SNAPSHOT_HEADERS}
         token = self.principal.access_token
         return Caller(
             era=self.era,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import timedelta
 from typing import Any
 
 from django.core import signing
@@ -69,7 +70,9 @@ def unseal_with_task(
     if not isinstance(token, str):
         raise invalid
     try:
-        payload = signing.loads(token, salt=_SALT, max_age=get_config()["REQUEST_STATE_TTL"])
+        payload = signing.loads(
+            token, salt=_SALT, max_age=timedelta(seconds=get_config().REQUEST_STATE_TTL)
+        )
     except signing.BadSignature:
         raise invalid from None
     if not isinstance(payload, dict) or payload.get("b") != _binding(

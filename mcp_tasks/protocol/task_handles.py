@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..authoring.registry import ToolSpec
-from ..conf import DEFAULTS, get_config
+from ..conf import CompanionToolNames, get_config
 from ..core.jsonrpc import INVALID_PARAMS
 from ..core.task_contract import Caller, TaskNotFound
 from ..exceptions import ProtocolError
@@ -29,7 +29,6 @@ from . import request_state
 from .constants import LEGACY_TASKS_VERSION, TASKS_EXTENSION
 from .handle_shapes import (
     QUESTION_CAPABILITIES,
-    CompanionNames,
     cancelled_result,
     handle_result,
 )
@@ -54,16 +53,16 @@ def speaks_tasks(info: RequestInfo) -> bool:
     )
 
 
-def companion_names() -> CompanionNames:
-    """The companion tools' names (``COMPANION_TOOLS`` over the defaults)."""
-    return CompanionNames.of({**DEFAULTS["COMPANION_TOOLS"], **get_config()["COMPANION_TOOLS"]})
+def companion_names() -> CompanionToolNames:
+    """The companion tools' names (``COMPANION_TOOLS``)."""
+    return get_config().COMPANION_TOOLS
 
 
 def inline_window(tool: ToolSpec) -> float:
     """Seconds a call of ``tool`` waits for its task (``TaskConfig.inline_window``, else
     ``INLINE_WINDOW``)."""
     window = tool.task.inline_window
-    return float(get_config()["INLINE_WINDOW"] if window is None else window)
+    return float(get_config().INLINE_WINDOW if window is None else window)
 
 
 def final_result(task: TaskView) -> dict[str, Any]:
@@ -151,7 +150,7 @@ class TaskHandles:
     def serves(info: RequestInfo) -> bool:
         """Whether this request's task calls get handles: ``TASKS_FOR_ALL_CLIENTS`` is on and
         the client does not speak tasks."""
-        return bool(get_config()["TASKS_FOR_ALL_CLIENTS"]) and not speaks_tasks(info)
+        return bool(get_config().TASKS_FOR_ALL_CLIENTS) and not speaks_tasks(info)
 
     async def call(
         self,
@@ -280,7 +279,7 @@ class TaskHandles:
             questions,
             companion_names(),
             waited=round(time.monotonic() - started, 1),
-            check_wait=float(get_config()["CHECK_WAIT"]),
+            check_wait=float(get_config().CHECK_WAIT),
         )
 
     def _question_round(

@@ -101,7 +101,7 @@ def _time_to_live(tool: ToolSpec, info: RequestInfo, params: dict[str, Any]) -> 
         and requested["ttl"] > 0
     ):
         asked = min(requested["ttl"], LONGEST_TTL_MS) / 1000
-        limit = ttl if ttl is not None else get_config()["TASK_TTL"]
+        limit = ttl if ttl is not None else get_config().TASK_TTL
         ttl = asked if limit is None else min(asked, limit)
     return ttl
 
@@ -191,7 +191,7 @@ class TaskMethods:
         ``TASK_GET_HOLD`` seconds: the client hears of it at once, not at its next poll."""
         require_tasks_capability(info)
         task_id = task_id_of(params)
-        hold = float(get_config()["TASK_GET_HOLD"])
+        hold = float(get_config().TASK_GET_HOLD)
         if hold > 0:
             await sink.watch_task(task_id)  # before the read: no change after it is missed
         task = await self._owned(task_id, info.principal)

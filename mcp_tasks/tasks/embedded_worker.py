@@ -36,7 +36,7 @@ def start_worker(queues: list[str], count: int = 1) -> list[threading.Thread]:
         # layer manager caches it without a lock, so two threads asking at once could each
         # make one, and a worker listening on one in-process layer would never hear what
         # is sent on the other (an answer then reached its task only at the heartbeat).
-        get_channel_layer(get_config()["CHANNEL_LAYER"])
+        get_channel_layer(get_config().CHANNEL_LAYER)
         for number in range(count):
             conn = embedded.connection()
             worker = EmbeddedTaskWorker(
@@ -62,12 +62,12 @@ def autostart() -> None:
     """What a request of the ASGI process does in embedded mode: start the workers for every
     task queue, unless only tests start them in this process (:func:`.embedded.no_autostart`)."""
     if embedded.autostarts():
-        start_worker(task_queues(), get_config()["EMBEDDED_WORKERS"])
+        start_worker(task_queues(), get_config().EMBEDDED_WORKERS)
 
 
 def task_queues() -> list[str]:
     """The queues task jobs go to: ``TASK_QUEUE`` and the tools' own."""
-    queues = {get_config()["TASK_QUEUE"]}
+    queues = {get_config().TASK_QUEUE}
     queues.update(tool.task.queue for tool in mcp.tools.values() if tool.task.queue)
     return sorted(queues)
 

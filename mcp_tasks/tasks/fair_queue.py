@@ -315,12 +315,12 @@ class Lease:
 
 def lease_seconds() -> float:
     """How long a lease lasts unless its worker renews it."""
-    return float(get_config()["TASK_LOST_AFTER"])
+    return float(get_config().TASK_LOST_AFTER)
 
 
 def principal_of(task: Task) -> str:
     """The line the task's jobs wait in."""
-    return task.principal_scope if get_config()["FAIR_SHARE"] else EVERYONE
+    return task.principal_scope if get_config().FAIR_SHARE else EVERYONE
 
 
 def _argument_text(value: Any) -> str:

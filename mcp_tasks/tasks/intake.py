@@ -66,10 +66,10 @@ class Intake:
         that the next principal's task starts at once (None: no bound)."""
         config = get_config()
         size = self.worker.slots.size
-        if not config["FAIR_SHARE"] or not config["RESERVED_SLOTS"] or size < 2:
+        if not config.FAIR_SHARE or not config.RESERVED_SLOTS or size < 2:
             return None
         running: Counter[str] = Counter(list(self.principals.values()))
-        return Room(max(1, size - config["RESERVED_SLOTS"]), dict(running))
+        return Room(max(1, size - config.RESERVED_SLOTS), dict(running))
 
     def take(self, limit: int) -> Taken:
         """Start up to ``limit`` waiting jobs, from the worker's queues in order (what is

@@ -129,7 +129,7 @@ class TaskBackend:
     async def _send_event(self, **event: Any) -> None:
         """To the creating session's GET stream, which words it
         (:func:`mcp_tasks.protocol.notices.task_event_notification`)."""
-        layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
+        layer = get_channel_layer(get_config().CHANNEL_LAYER)
         if layer is not None:
             await layer.group_send(
                 groups.session_group(self.task.session_id),
@@ -274,7 +274,7 @@ class TaskBackend:
             ) from exc
 
     async def _wait(self, keys: list[str | None], answers: list[Any]) -> list[Any]:
-        deadline = time.monotonic() + get_config()["INPUT_HOLD_WINDOW"]
+        deadline = time.monotonic() + get_config().INPUT_HOLD_WINDOW
         self.slot.release()
         while not _all_answered(keys, answers):
             remaining = deadline - time.monotonic()
@@ -292,7 +292,7 @@ class TaskBackend:
         return answers
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
-        layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
+        layer = get_channel_layer(get_config().CHANNEL_LAYER)
         if layer is not None:
             message = notification(method, params)
             await layer.group_send(groups.BROADCAST, {"type": "mcp.notify", "message": message})

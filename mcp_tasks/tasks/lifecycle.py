@@ -51,10 +51,10 @@ def _quotas(task: Task) -> list[tuple[str, Any, int]]:
     """The limits on active tasks that apply to the new ``task`` (``rows.Quotas``)."""
     config = get_config()
     quotas: list[tuple[str, Any, int]] = []
-    if config["MAX_ACTIVE_TASKS"] is not None:
-        quotas.append(("principal_scope", task.principal_scope, config["MAX_ACTIVE_TASKS"]))
-    if config["MAX_ACTIVE_TASKS_PER_CLIENT"] is not None and task.client_id:
-        quotas.append(("client_id", task.client_id, config["MAX_ACTIVE_TASKS_PER_CLIENT"]))
+    if config.MAX_ACTIVE_TASKS is not None:
+        quotas.append(("principal_scope", task.principal_scope, config.MAX_ACTIVE_TASKS))
+    if config.MAX_ACTIVE_TASKS_PER_CLIENT is not None and task.client_id:
+        quotas.append(("client_id", task.client_id, config.MAX_ACTIVE_TASKS_PER_CLIENT))
     return quotas
 
 
@@ -154,8 +154,8 @@ def _not_queued(task: Task, exc: Exception) -> None:
 def _new_rows(new: NewTask) -> tuple[Task, TaskSnapshot]:
     """The rows of a new task (not saved)."""
     config = get_config()
-    ttl = config["TASK_TTL"] if new.ttl is None else new.ttl
-    poll = config["TASK_POLL_INTERVAL"] if new.poll_interval is None else new.poll_interval
+    ttl = config.TASK_TTL if new.ttl is None else new.ttl
+    poll = config.TASK_POLL_INTERVAL if new.poll_interval is None else new.poll_interval
     now = timezone.now()
     caller = new.caller
     task = Task(
@@ -169,8 +169,8 @@ def _new_rows(new: NewTask) -> tuple[Task, TaskSnapshot]:
         era=caller.era,
         session_id=new.session_id or f"task-session-{secrets.token_hex(16)}",
         origin_request_id=new.origin_request_id,
-        queue=new.queue or config["TASK_QUEUE"],
-        job_timeout=new.timeout or config["TASK_TIMEOUT"],
+        queue=new.queue or config.TASK_QUEUE,
+        job_timeout=new.timeout or config.TASK_TIMEOUT,
         ttl_ms=None if ttl is None else int(ttl * 1000),
         poll_interval_ms=int(poll * 1000),
         expires_at=None if ttl is None else now + timedelta(seconds=ttl),

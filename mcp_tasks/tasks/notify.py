@@ -34,7 +34,7 @@ async def apublish_task_change(
     reading them back. ``final``: the fields of a task that ended, as committed
     (:func:`~mcp_tasks.tasks.service.final_fields`), to the waiting requests only: they
     answer without reading the task back."""
-    layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
+    layer = get_channel_layer(get_config().CHANNEL_LAYER)
     if layer is None:
         return
     message: dict[str, Any] = {"type": "mcp.task", "task_id": task_id, "status": status}
@@ -49,7 +49,7 @@ async def apublish_task_change(
 
 async def apublish_admin_event(task_id: str, event: str) -> None:
     """Tell the live admin pages (:data:`~mcp_tasks.core.groups.ADMIN`) that a task changed."""
-    layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
+    layer = get_channel_layer(get_config().CHANNEL_LAYER)
     if layer is not None:
         message = {"type": "mcp.admin", "task_id": task_id, "event": event}
         await layer.group_send(ADMIN, message)

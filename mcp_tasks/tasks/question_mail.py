@@ -47,9 +47,9 @@ def send_due() -> int:
     returns how many questions the mails listed (0: nothing sent). Each recipient gets one
     mail listing the questions they may answer (:func:`recipient_addresses`)."""
     config = get_config()
-    if not config["NOTIFY_QUESTIONS"]:
+    if not config.NOTIFY_QUESTIONS:
         return 0
-    questions = service.claim_questions_to_mail(config["NOTIFY_DIGEST_WINDOW"], MAX_PER_MAIL)
+    questions = service.claim_questions_to_mail(config.NOTIFY_DIGEST_WINDOW, MAX_PER_MAIL)
     if not questions:
         return 0
     mails = mail_plan(questions)
@@ -86,7 +86,7 @@ def _who_answers(question: InputRequest) -> tuple[str, str]:
 def recipient_addresses(permission: str = ANSWER_PERMISSION, group: str = "") -> list[str]:
     """``NOTIFY_RECIPIENTS``, or the addresses of the active staff who hold ``permission``
     (and belong to ``group``, unless superusers): who may answer such a question."""
-    configured = list(get_config()["NOTIFY_RECIPIENTS"])
+    configured = list(get_config().NOTIFY_RECIPIENTS)
     if configured:
         return configured
     user_model = get_user_model()
@@ -103,7 +103,7 @@ def recipient_addresses(permission: str = ANSWER_PERMISSION, group: str = "") ->
 
 def answer_link(question: InputRequest) -> str:
     """The absolute URL of the question's Answer page in the admin."""
-    base = str(get_config()["SITE_URL"] or "").rstrip("/")
+    base = str(get_config().SITE_URL or "").rstrip("/")
     return base + reverse("admin:mcp_tasks_inputrequest_answer", args=[question.pk])
 
 

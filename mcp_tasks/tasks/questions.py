@@ -144,7 +144,7 @@ def ask_all(
         by_sequence = {request.sequence: request for request in recorded}
         used_keys = {request.key for request in recorded}
         now = timezone.now()
-        expires_at = now + timedelta(seconds=get_config()["INPUT_TIMEOUT"])
+        expires_at = now + timedelta(seconds=get_config().INPUT_TIMEOUT)
         round_: list[InputRequest] = []
         new: list[InputRequest] = []
         for offset, ((method, params, key), staff) in enumerate(

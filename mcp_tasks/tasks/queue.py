@@ -44,7 +44,7 @@ def get_queue(name: str) -> Queue:
     """
     queue = _queues.get(name)
     if queue is None:
-        if get_config()["EMBEDDED_WORKER"]:
+        if get_config().EMBEDDED_WORKER:
             queue = Queue(name, connection=embedded.connection())
         else:
             queue = django_rq.get_queue(name)
@@ -171,7 +171,7 @@ def live_workers(queue_name: str) -> int:
 def stop(job_id: str, queue_name: str | None = None, *, kill_running: bool = True) -> None:
     """Remove a queued job, or stop a running one (forking workers; others cancel
     cooperatively when they see the task's new status)."""
-    queue = get_queue(queue_name or get_config()["TASK_QUEUE"])
+    queue = get_queue(queue_name or get_config().TASK_QUEUE)
     try:
         job = Job.fetch(job_id, connection=queue.connection)
         status = job.get_status()

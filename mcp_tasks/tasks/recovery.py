@@ -32,7 +32,7 @@ def check_liveness(task: Task) -> bool:
     if not may_be_lost(task):
         return False
     if task.heartbeat_at is not None:
-        lost_after = get_config()["TASK_LOST_AFTER"]
+        lost_after = get_config().TASK_LOST_AFTER
         return fail(
             task.id,
             {
@@ -106,9 +106,9 @@ def may_be_lost(task: Task) -> bool:
     config = get_config()
     if task.heartbeat_at is not None:
         silent = timezone.now() - task.heartbeat_at
-        return silent > timedelta(seconds=config["TASK_LOST_AFTER"])
+        return silent > timedelta(seconds=config.TASK_LOST_AFTER)
     waited = timezone.now() - task.updated_at
-    return waited > timedelta(seconds=config["TASK_REQUEUE_AFTER"])
+    return waited > timedelta(seconds=config.TASK_REQUEUE_AFTER)
 
 
 def _job_lost(task: Task) -> bool:

@@ -237,7 +237,7 @@ class Runtime:
             watch.seen(status, answers)
 
     async def _listen(self) -> None:
-        layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
+        layer = get_channel_layer(get_config().CHANNEL_LAYER)
         if layer is None:
             self._joined.set()
             return
@@ -269,7 +269,7 @@ class Runtime:
     async def _heartbeat(self) -> None:
         beat = db(service.heartbeat)
         while True:
-            await asyncio.sleep(get_config()["TASK_HEARTBEAT_INTERVAL"])
+            await asyncio.sleep(get_config().TASK_HEARTBEAT_INTERVAL)
             task_ids = list(self.watches)
             if not task_ids:
                 continue

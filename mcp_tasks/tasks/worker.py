@@ -210,9 +210,9 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
 
     def __init__(self, *args: Any, concurrency: int | None = None, **kwargs: Any) -> None:
         config = get_config()
-        kwargs.setdefault("maintenance_interval", config["TASK_MAINTENANCE_INTERVAL"])
+        kwargs.setdefault("maintenance_interval", config.TASK_MAINTENANCE_INTERVAL)
         super().__init__(*args, **kwargs)
-        self.slots = Slots(concurrency or config["TASK_CONCURRENCY"])
+        self.slots = Slots(concurrency or config.TASK_CONCURRENCY)
         self.loop_thread = LoopThread(self.slots)
         self._running: dict[str, _Running] = {}  # by job id
         self._taken: list[Started] = []  # the jobs started with the one rq executes next
@@ -504,7 +504,7 @@ class ForkingTaskWorker(_FairDequeuing, _Maintaining, Worker):
     takes jobs from the fair queue too."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("maintenance_interval", get_config()["TASK_MAINTENANCE_INTERVAL"])
+        kwargs.setdefault("maintenance_interval", get_config().TASK_MAINTENANCE_INTERVAL)
         # rq beats for a running job this often: a third of a lease's life keeps it.
         kwargs.setdefault("job_monitoring_interval", max(1, int(fair_queue.lease_seconds() / 3)))
         super().__init__(*args, **kwargs)

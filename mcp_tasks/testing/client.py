@@ -85,7 +85,7 @@ class McpClient:
         if application is None and not getattr(settings, "ASGI_APPLICATION", None):
             raise ImproperlyConfigured("McpClient.in_process() needs settings.ASGI_APPLICATION")
         app = application if application is not None else import_string(settings.ASGI_APPLICATION)
-        url = f"http://{host or allowed_host()}{path or get_config()['PATH']}"
+        url = f"http://{host or allowed_host()}{path or get_config().PATH}"
         transport = InProcess(app, url, timeout)
         return cls(
             url, token=token, headers=headers, capabilities=capabilities, _transport=transport

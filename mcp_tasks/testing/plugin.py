@@ -106,7 +106,7 @@ def mcp_tasks_worker(
         **WORKER_SETTINGS,
         **mcp_tasks_settings,
     }
-    alias = get_config()["CHANNEL_LAYER"]
+    alias = get_config().CHANNEL_LAYER
     layers = dict(getattr(settings, "CHANNEL_LAYERS", None) or {})
     if (layers.get(alias) or {}).get("BACKEND") in _ONE_LOOP_LAYERS:
         settings.CHANNEL_LAYERS = {**layers, alias: _IN_PROCESS_LAYER}

@@ -185,7 +185,7 @@ class InProcess(Transport):
 
     def unserved(self) -> str | None:
         """Embedded mode runs tasks only on a worker thread of this process."""
-        if not get_config()["EMBEDDED_WORKER"] or embedded.workers_running():
+        if not get_config().EMBEDDED_WORKER or embedded.workers_running():
             return None
         return (
             "no task worker runs in this process (embedded mode), so the task never starts: "

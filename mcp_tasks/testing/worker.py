@@ -34,7 +34,7 @@ def task_worker(timeout: float = 30.0) -> Iterator[None]:
     can see (``TransactionTestCase``, ``django_db(transaction=True)``) and a database the
     threads may share: not SQLite in memory (``ImproperlyConfigured`` says what to do).
     """
-    if not get_config()["EMBEDDED_WORKER"]:
+    if not get_config().EMBEDDED_WORKER:
         raise ImproperlyConfigured(
             "task_worker() runs the embedded worker: set MCP_TASKS['EMBEDDED_WORKER'] = True "
             "for the test (the mcp_tasks_worker fixture does)"
@@ -49,7 +49,7 @@ def task_worker(timeout: float = 30.0) -> Iterator[None]:
         # take in the worker's threads and their connections.
         import_string(settings.ASGI_APPLICATION)
     embedded.connection().flushall()
-    embedded_worker.start_worker(embedded_worker.task_queues(), get_config()["EMBEDDED_WORKERS"])
+    embedded_worker.start_worker(embedded_worker.task_queues(), get_config().EMBEDDED_WORKERS)
     try:
         _wait_until_idle(timeout)
         yield

@@ -41,7 +41,7 @@ class Admission:
 
     def enter(self) -> None:
         """Count one more request, or raise ``HttpError(503)`` when the process is full."""
-        limit = get_config()["MAX_REQUESTS_IN_PROGRESS"]
+        limit = get_config().MAX_REQUESTS_IN_PROGRESS
         if limit is not None and self.in_progress >= limit:
             raise self.refusal(
                 f"{limit} requests in progress (MAX_REQUESTS_IN_PROGRESS)", "in_progress"

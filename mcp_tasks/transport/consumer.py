@@ -81,7 +81,7 @@ class McpConsumer(AsyncConsumer):
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         self.scope = scope
         stream = ResponseStream(send)
-        layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
+        layer = get_channel_layer(get_config().CHANNEL_LAYER)
         membership = Membership(layer, self._pump, self._layer_failed)
         self.exchange = Exchange(
             scope=scope,
@@ -160,7 +160,7 @@ class McpConsumer(AsyncConsumer):
         if self.work is not None:
             return
         self.body += message.get("body", b"")
-        limit = get_config()["MAX_BODY_BYTES"]
+        limit = get_config().MAX_BODY_BYTES
         if len(self.body) > limit or declares_more_than(header_map(self.scope), limit):
             error = HttpError(413, f"Request body too large (limit {limit} bytes)")
             await self.exchange.stream.plain(413, error.payload(), JSON)

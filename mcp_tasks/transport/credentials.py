@@ -6,10 +6,8 @@ import inspect
 import re
 from typing import Any
 
-from django.utils.module_loading import import_string
-
 from ..auth import ANONYMOUS, AccessToken, InvalidTokenError, Principal, principal_for
-from ..conf import get_config
+from ..conf import get_config, imported
 from ..core.db import db
 from .http import HttpError, first
 from .resource_metadata import metadata_url, resource_url
@@ -51,7 +49,7 @@ def unauthorized(
 ) -> HttpError:
     """HTTP 401; the challenge names the scopes a client asks for to use this server
     (``SIGN_IN_SCOPES``, as the MCP authorization spec asks of a 401)."""
-    scopes = list(get_config()["SIGN_IN_SCOPES"])
+    scopes = list(get_config().SIGN_IN_SCOPES)
     return HttpError(401, description, challenge(scope, headers, error, description, scopes))
 
 
@@ -66,10 +64,10 @@ def insufficient_scope(
 
 
 async def _verify(token: str) -> AccessToken | None:
-    path = get_config()["TOKEN_VERIFIER"]
+    path = get_config().TOKEN_VERIFIER
     if not path:
         return None
-    verifier = import_string(path)
+    verifier = imported(path)
     if inspect.iscoroutinefunction(verifier):
         result = await verifier(token)
     else:
@@ -127,6 +125,6 @@ async def authenticate(scope: dict[str, Any], headers: dict[str, str | list[str]
     user = _session_user(scope)
     if user is not None:
         return principal_for(None, user)
-    if not get_config()["ALLOW_ANONYMOUS"]:
+    if not get_config().ALLOW_ANONYMOUS:
         raise unauthorized(scope, headers, None, "Authentication required")
     return ANONYMOUS

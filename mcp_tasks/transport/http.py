@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -130,7 +131,7 @@ def check_origin(headers: dict[str, str | list[str]], host: str, scheme: str) ->
     origin = first(headers, "origin")
     if origin is None:
         return None
-    allowed = get_config()["ALLOWED_ORIGINS"]
+    allowed = get_config().ALLOWED_ORIGINS
     if "*" in allowed or same_origin(origin, scheme, host) or _listed(origin, allowed):
         return origin
     raise HttpError(
@@ -141,7 +142,7 @@ def check_origin(headers: dict[str, str | list[str]], host: str, scheme: str) ->
     )
 
 
-def _listed(origin: str, allowed: list[str]) -> bool:
+def _listed(origin: str, allowed: Sequence[str]) -> bool:
     found = origin_of(origin)
     return origin in allowed or (found is not None and found in map(origin_of, allowed))
 

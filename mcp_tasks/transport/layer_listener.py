@@ -33,7 +33,7 @@ class LayerListener:
     @classmethod
     def of_running_loop(cls) -> Self | None:
         """The running event loop's listener; None without a channel layer."""
-        layer = get_channel_layer(get_config()["CHANNEL_LAYER"])
+        layer = get_channel_layer(get_config().CHANNEL_LAYER)
         if layer is None:
             return None
         loop = asyncio.get_running_loop()

@@ -60,7 +60,7 @@ ECHO_TIMEOUT = 2.0
 
 def layer_redis() -> aioredis.Redis | None:
     """A client of the channel layer's (first) Redis, when the layer is channels_redis'."""
-    layer: dict[str, Any] = settings.CHANNEL_LAYERS.get(get_config()["CHANNEL_LAYER"], {})
+    layer: dict[str, Any] = settings.CHANNEL_LAYERS.get(get_config().CHANNEL_LAYER, {})
     if not str(layer.get("BACKEND", "")).startswith("channels_redis."):
         return None
     config: dict[str, Any] = layer.get("CONFIG") or {}
@@ -166,7 +166,7 @@ class ProcessBus(LayerListener):
             return False
         await self.start()
         key = _cachers_key(session_id)
-        keep = int(2 * float(get_config()["SESSION_CACHE_TTL"])) + 5  # outlives the copy
+        keep = int(2 * float(get_config().SESSION_CACHE_TTL)) + 5  # outlives the copy
         try:
             async with self.redis.pipeline(transaction=False) as pipeline:
                 pipeline.sadd(key, self._channel)

@@ -43,7 +43,7 @@ class RequestSink:
         await self.membership.join(group)
         try:
             await self.stream.event(request(key, method, params))
-            reply = await asyncio.wait_for(future, get_config()["CLIENT_REQUEST_TIMEOUT"])
+            reply = await asyncio.wait_for(future, get_config().CLIENT_REQUEST_TIMEOUT)
         except TimeoutError:
             raise ToolError(f"the client did not answer {method} in time") from None
         finally:
@@ -103,7 +103,7 @@ class RequestSink:
 
     async def keepalive(self) -> None:
         """Ping the stream every ``SSE_KEEPALIVE`` seconds, until cancelled."""
-        interval = get_config()["SSE_KEEPALIVE"]
+        interval = get_config().SSE_KEEPALIVE
         while True:
             await asyncio.sleep(interval)
             await self.stream.ping()

@@ -24,21 +24,21 @@ def _origin(scope: dict[str, Any], headers: dict[str, str | list[str]]) -> str:
 
 
 def _mcp_path() -> str:
-    return str(get_config()["PATH"]).rstrip("/") or "/"
+    return str(get_config().PATH).rstrip("/") or "/"
 
 
 def resource_url(scope: dict[str, Any], headers: dict[str, str | list[str]]) -> str:
     """The canonical URI of this MCP server (RFC 8707 ``resource``)."""
-    configured = get_config()["RESOURCE"]
+    configured = get_config().RESOURCE
     return str(configured) if configured else _origin(scope, headers) + _mcp_path()
 
 
 def metadata_url(scope: dict[str, Any], headers: dict[str, str | list[str]]) -> str | None:
     """Where the metadata document is (for ``WWW-Authenticate``), or None when none is."""
     config = get_config()
-    if config["RESOURCE_METADATA_URL"]:
-        return str(config["RESOURCE_METADATA_URL"])
-    if not config["AUTHORIZATION_SERVERS"]:
+    if config.RESOURCE_METADATA_URL:
+        return str(config.RESOURCE_METADATA_URL)
+    if not config.AUTHORIZATION_SERVERS:
         return None
     path = _mcp_path()
     return _origin(scope, headers) + WELL_KNOWN + ("" if path == "/" else path)
@@ -48,9 +48,9 @@ def supported_scopes() -> list[str]:
     """``SCOPES_SUPPORTED``, or ``SIGN_IN_SCOPES`` followed by every scope a registered tool,
     prompt or resource requires."""
     config = get_config()
-    if config["SCOPES_SUPPORTED"] is not None:
-        return list(config["SCOPES_SUPPORTED"])
-    found: dict[str, None] = dict.fromkeys(config["SIGN_IN_SCOPES"])
+    if config.SCOPES_SUPPORTED is not None:
+        return list(config.SCOPES_SUPPORTED)
+    found: dict[str, None] = dict.fromkeys(config.SIGN_IN_SCOPES)
     for registry in (mcp.tools, mcp.prompts, mcp.resources, mcp.templates):
         for item in registry.values():
             found.update(dict.fromkeys(item.access.scopes))
@@ -63,15 +63,15 @@ def document(scope: dict[str, Any], headers: dict[str, str | list[str]]) -> dict
     out: dict[str, Any] = {
         "resource": resource_url(scope, headers),
         "authorization_servers": [
-            _absolute(issuer, scope, headers) for issuer in config["AUTHORIZATION_SERVERS"]
+            _absolute(issuer, scope, headers) for issuer in config.AUTHORIZATION_SERVERS
         ],
-        "bearer_methods_supported": list(config["BEARER_METHODS_SUPPORTED"]),
+        "bearer_methods_supported": list(config.BEARER_METHODS_SUPPORTED),
     }
     scopes = supported_scopes()
     if scopes:
         out["scopes_supported"] = scopes
-    if config["SERVER_NAME"]:
-        out["resource_name"] = config["SERVER_NAME"]
+    if config.SERVER_NAME:
+        out["resource_name"] = config.SERVER_NAME
     return out
 
 
@@ -95,7 +95,7 @@ async def serve(scope: dict[str, Any], receive: Any, send: Any) -> None:
     cors = [(b"access-control-allow-origin", b"*")]
     method = scope.get("method", "GET")
     try:
-        if not get_config()["AUTHORIZATION_SERVERS"]:
+        if not get_config().AUTHORIZATION_SERVERS:
             raise HttpError(404, "Not Found")
         if method == "OPTIONS":
             allow = [(b"access-control-allow-methods", b"GET, OPTIONS")]

@@ -26,7 +26,7 @@ MAX_CACHED = 10_000
 async def cached_session(session_id: str, principal: Principal) -> StoredSession | None:
     """The live session ``session_id`` owned by ``principal``, or None."""
     bus = process_bus()
-    ttl = get_config()["SESSION_CACHE_TTL"]
+    ttl = get_config().SESSION_CACHE_TTL
     if bus is None or not ttl:
         return await load_session(session_id, principal)
     await bus.start()  # first, so that no change after this read goes unheard

@@ -69,7 +69,7 @@ OBSERVER_RATE = 10.0  # calls a second of the separate modern client
 #: The server's admission limits, as ``manage.py shell`` prints them.
 LIMITS = (
     "'MAX_ACCEPT_WAIT=%(MAX_ACCEPT_WAIT)s, MAX_REQUESTS_IN_PROGRESS=%(MAX_REQUESTS_IN_PROGRESS)s'"
-    " % __import__('mcp_tasks.conf', fromlist=['_']).get_config()"
+    " % __import__('mcp_tasks.conf', fromlist=['_']).get_config().model_dump()"
 )
 
 

@@ -200,7 +200,7 @@ def ours_slots(stack: Stack) -> int:
     gets them, ``FAIR_SHARE`` and ``MAX_ACTIVE_TASKS``."""
     config = "__import__('mcp_tasks.conf', fromlist=['get_config']).get_config()"
     keys = ("TASK_CONCURRENCY", "FAIR_SHARE", "MAX_ACTIVE_TASKS")
-    values = settings_value(stack.http, f"[{config}[k] for k in {keys!r}]")
+    values = settings_value(stack.http, f"[getattr({config}, k) for k in {keys!r}]")
     concurrency, fair_share, quota = ast.literal_eval(values)
     slots = len(stack.workers) * int(concurrency)
     stack.setup += (

@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from mcp_tasks import MCPServer, TaskConfig
 from mcp_tasks.authoring.registry import mcp
+from mcp_tasks.checks import check_mcp_tasks as run_checks
 from mcp_tasks.checks.companions import check_companions
 from mcp_tasks.protocol import request_state
 from mcp_tasks.protocol.handle_shapes import expected_answer
@@ -215,7 +216,6 @@ def test_e020_passes_by_default() -> None:
         ({"check": "add"}, "is also the name of a registered tool"),
         ({"check": "check task"}, "is not a tool name"),
         ({"check": "x", "answer": "x"}, "two companion tools share a name"),
-        ({"peek": "peek_task"}, "unknown keys ['peek']"),
     ],
 )
 def test_e020_reports_a_bad_name(settings: Any, names: dict[str, str], problem: str) -> None:
@@ -224,6 +224,13 @@ def test_e020_reports_a_bad_name(settings: Any, names: dict[str, str], problem: 
     assert [message.id for message in messages] == ["mcp_tasks.E020"]
     assert problem in messages[0].msg
     assert "add" in mcp.tools
+
+
+def test_an_unknown_companion_is_a_wrong_value(settings: Any) -> None:
+    settings.MCP_TASKS = {"COMPANION_TOOLS": {"peek": "peek_task"}}
+    messages = [message for message in run_checks() if message.id.startswith("mcp_tasks.")]
+    assert [message.id for message in messages] == ["mcp_tasks.E015"]
+    assert "COMPANION_TOOLS" in messages[0].msg
 
 
 def test_e020_is_silent_when_tasks_are_not_for_all(settings: Any) -> None:

@@ -429,7 +429,7 @@ async def test_request_state_of_another_principal_is_invalid_params(server: MCPS
     assert error_code(response) == -32602
 
 
-@override_settings(MCP_TASKS={"REQUEST_STATE_TTL": -1})
+@override_settings(MCP_TASKS={"REQUEST_STATE_TTL": 0})
 async def test_expired_request_state_is_invalid_params(server: MCPServer) -> None:
     first = result_of(await mrtr_round(server, "ask_name"))
     response = await mrtr_round(server, "ask_name", state=first["requestState"], responses={})

@@ -75,7 +75,7 @@ def test_request_state_survives_a_key_rotation_with_fallbacks() -> None:
         assert request_state.unseal(token, **BINDING) == {"k": {}}
 
 
-@override_settings(MCP_TASKS={"REQUEST_STATE_TTL": -1})
+@override_settings(MCP_TASKS={"REQUEST_STATE_TTL": 0})
 def test_expired_request_state_is_rejected() -> None:
     token = request_state.seal({}, **BINDING)
     assert unseal_error(token).code == -32602

@@ -31,7 +31,7 @@ class TokenCache:
         return hit[1]
 
     def put(self, token: str, access_token: AccessToken) -> None:
-        ttl = float(get_config()["TOKEN_CACHE_TTL"])
+        ttl = float(get_config().TOKEN_CACHE_TTL)
         if ttl <= 0:
             return
         if len(self._entries) >= self.LIMIT:

@@ -35,17 +35,17 @@ def _jwks_client(url: str) -> jwt.PyJWKClient:
 def _decode(token: str) -> AccessToken | None:
     config = get_config()
     try:
-        key = _jwks_client(config["JWT_JWKS_URL"]).get_signing_key_from_jwt(token)
+        key = _jwks_client(config.JWT_JWKS_URL).get_signing_key_from_jwt(token)
         claims: dict[str, Any] = jwt.decode(
             token,
             key.key,
-            algorithms=list(config["JWT_ALGORITHMS"]),
-            issuer=config["JWT_ISSUER"],
+            algorithms=list(config.JWT_ALGORITHMS),
+            issuer=config.JWT_ISSUER,
             options={"require": ["exp", "iss", "aud"], "verify_aud": False},
             leeway=30,
         )
     except jwt.PyJWKClientConnectionError:
-        logger.exception("could not fetch the issuer's keys from %s", config["JWT_JWKS_URL"])
+        logger.exception("could not fetch the issuer's keys from %s", config.JWT_JWKS_URL)
         return None
     except jwt.MissingRequiredClaimError as exc:
         logger.info("refused a JWT access token: %s", exc)

@@ -315,7 +315,7 @@ class Command(BaseCommand):
                 step = _next_step(result)
         except KeyboardInterrupt:
             bar.end()
-            cancel = get_config()["COMPANION_TOOLS"].get("cancel", "cancel_task")
+            cancel = get_config().COMPANION_TOOLS.cancel
             client.call(cancel, {"task_id": task_id})
             self.stderr.write(f"task {task_id} cancelled")
             raise CommandError("interrupted", returncode=INTERRUPTED) from None

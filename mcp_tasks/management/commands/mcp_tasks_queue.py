@@ -23,7 +23,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        for name in options["queues"] or [get_config()["TASK_QUEUE"]]:
+        for name in options["queues"] or [get_config().TASK_QUEUE]:
             queue = task_queue.get_queue(name)
             waiting = fair_queue.waiting(queue.connection, name)
             self.stdout.write(self.style.MIGRATE_HEADING(f"queue {name}"))
