@@ -353,7 +353,7 @@ class MCPServer:
         ``input_schema`` replaces the schema derived from the type hints: it is advertised as
         written and arguments are validated against it (JSON Schema 2020-12), then passed to
         the function as keyword arguments. ``permissions`` (Django, for users) and ``scopes``
-        (OAuth, for bearer tokens) restrict who sees and calls it (:mod:`.permissions`).
+        (OAuth, for bearer tokens) restrict who sees and calls it.
         """
         if callable(name):
             raise TypeError("use @mcp.tool() with parentheses")
