@@ -198,5 +198,5 @@ def docs(session: nox.Session) -> None:
     build = "docs/_build"
     session.run(
         "sphinx-build", "-E", "-W", "--keep-going", "-n", "-q", "-b", "html",
-        "-d", f"{build}/doctrees", "docs", f"{build}/html", *session.posargs,
+        "-d", f"{build}/doctrees", "docs", f"{build}/html",
     )  # fmt: skip
