@@ -16,7 +16,7 @@
    tasks extension) runs ``server/discover``, ``tools/list``, ``tools/call add``, and the
    quick start's question-asking tool as a task: it waits for ``input_required``, answers the
    question with ``tasks/update`` and polls ``tasks/get`` to ``completed``;
-5. the README's "In your tests": installs what its ``pip install`` line names (with the wheel,
+5. "In your tests" (``docs/how-to/testing.md``, the site's page): installs what its ``pip install`` line names (with the wheel,
    and the ``postgres`` extra), writes its ``pytest.ini`` and test file into the project, and
    runs pytest (pytest-django and the package's own plugin) on the default test database
    settings (Django's in-memory SQLite test database) and on PostgreSQL
@@ -24,8 +24,8 @@
    failure with ``CI=true``, else skipped), ``QUICKSTART_TEST_RUNS`` times each (default 1):
    every run must pass within 10 s, and leave no PostgreSQL test database behind.
 
-Everything is read from README.md (nothing of the quick start is copied here), so the README
-cannot drift from what works. Prints one line per step, the answer→done latency, and exits
+Everything is read from README.md and that page (nothing of the quick start is copied here),
+so neither can drift from what works. Prints one line per step, the answer→done latency, and exits
 non-zero on any failure with the server's log. ``--keep`` keeps the temporary directory.
 
 Standard library only (Python >= 3.11); run it as ``python3 .ci/quickstart.py``. pip's cache
@@ -90,8 +90,9 @@ RESUME_TARGET = 0.1
 #: Safety nets, never measurements.
 SERVER_START_TIMEOUT = 60.0
 TASK_TIMEOUT = 60.0
-#: The README's section with the test file of the quick start's tools.
-TESTS_SECTION = "### In your tests"
+#: The page and section with the test file of the quick start's tools.
+TESTS_PAGE = ROOT / "docs" / "how-to" / "testing.md"
+TESTS_SECTION = "## In your tests"
 #: Runs of that test file on each database, and the longest one may take (seconds).
 TEST_RUNS = int(os.environ.get("QUICKSTART_TEST_RUNS", "1"))
 TEST_RUN_LIMIT = 10.0
@@ -540,13 +541,13 @@ def question_round(url: str) -> float:
     return resumed
 
 
-# -- the README's tests of the quick start's tools ----------------------------------------------
+# -- the docs' tests of the quick start's tools ------------------------------------------------
 
 
 def tests_section() -> str:
-    text = README.read_text(encoding="utf-8")
+    text = TESTS_PAGE.read_text(encoding="utf-8")
     if TESTS_SECTION not in text:
-        raise StepError(f"README.md has no {TESTS_SECTION!r} section")
+        raise StepError(f"{TESTS_PAGE.relative_to(ROOT)} has no {TESTS_SECTION!r} section")
     rest = text.split(TESTS_SECTION, 1)[1]
     return re.split(r"^#{2,3} ", rest, maxsplit=1, flags=re.MULTILINE)[0]
 
@@ -632,7 +633,7 @@ def leftover_database(python: Path, project: Path, name: str) -> bool:
 
 
 def your_tests(python: Path, wheel: Path, project: Path) -> None:
-    """The README's test file, run with pytest on each database, :data:`TEST_RUNS` times."""
+    """The test file of "In your tests", run with pytest on each database, :data:`TEST_RUNS` times."""
     since = time.monotonic()
     extras, packages, files = test_setup(tests_section())
     wanted = sorted({*extras, "postgres"})
@@ -645,7 +646,7 @@ def your_tests(python: Path, wheel: Path, project: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(code, encoding="utf-8")
     ok(
-        f"{TESTS_SECTION[4:]}: pip install {DISTRIBUTION}[{','.join(extras)}] "
+        f"{TESTS_SECTION.lstrip('# ')}: pip install {DISTRIBUTION}[{','.join(extras)}] "
         f"{' '.join(packages)}; {', '.join(name for name, _ in files)}",
         since,
     )

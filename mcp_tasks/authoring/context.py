@@ -137,13 +137,18 @@ class Context:
         self._session_id = session_id
         self._session = session
         self._origin_request_id = origin_request_id
+        #: The protocol version the client speaks (``"2026-07-28"``, ``"2025-11-25"`` …).
         self.protocol_version = protocol_version
+        #: The capabilities the client declared (``elicitation``, ``sampling``, ``roots`` …).
         self.client_capabilities: dict[str, Any] = dict(client_capabilities or {})
+        #: The client's ``clientInfo`` (``name``, ``version``).
         self.client_info: dict[str, Any] = dict(client_info or {})
         self._access_token = access_token
+        #: The Django user the call runs as (a token's user, or the session's), else None.
         self.user = user
         self._lifespan_context = lifespan_context
         self._request_context = request_context
+        #: The request headers of ``SNAPSHOT_HEADERS`` (in a task: kept, encrypted, with it).
         self.headers: dict[str, str] = dict(headers or {})
         #: In a task: what the tool's ``TaskConfig.prepare`` returned before the task existed.
         self.prepared = prepared
@@ -247,15 +252,19 @@ class Context:
         await self._backend.log(level, data, logger_name)
 
     async def debug(self, data: Any, logger_name: str | None = None) -> None:
+        """:meth:`log` at level ``debug``."""
         await self.log("debug", data, logger_name)
 
     async def info(self, data: Any, logger_name: str | None = None) -> None:
+        """:meth:`log` at level ``info``."""
         await self.log("info", data, logger_name)
 
     async def warning(self, data: Any, logger_name: str | None = None) -> None:
+        """:meth:`log` at level ``warning``."""
         await self.log("warning", data, logger_name)
 
     async def error(self, data: Any, logger_name: str | None = None) -> None:
+        """:meth:`log` at level ``error``."""
         await self.log("error", data, logger_name)
 
     async def send_list_changed(self, kind: str) -> None:

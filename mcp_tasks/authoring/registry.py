@@ -344,7 +344,16 @@ class MCPServer:
         scopes: list[str] | None = None,
         approval: Approval | None = None,
     ) -> Callable[[F], F]:
-        """Register a function as a tool. ``task=True`` lets it run as a background task.
+        """Register a function as a tool: ``@mcp.tool()`` (with the parentheses).
+
+        ``name`` defaults to the function's name and ``description`` to its docstring;
+        ``title``, ``annotations`` (``ToolAnnotations`` or a dict such as
+        ``{"readOnlyHint": True}``), ``icons`` and ``meta`` (``_meta``) are listed as given.
+        ``structured_output``: None derives structured output from the return annotation;
+        True or False forces it on or off.
+
+        ``task``: ``True`` lets it run as a background task (mode ``optional``), a mode
+        string or a :class:`TaskConfig` says more; None or False: never a task.
 
         ``approval``: each task waits for an operator's decision in the admin before it
         runs (:class:`~mcp_tasks.authoring.approval.Approval`); such a tool runs only as a
@@ -353,7 +362,7 @@ class MCPServer:
         ``input_schema`` replaces the schema derived from the type hints: it is advertised as
         written and arguments are validated against it (JSON Schema 2020-12), then passed to
         the function as keyword arguments. ``permissions`` (Django, for users) and ``scopes``
-        (OAuth, for bearer tokens) restrict who sees and calls it (:mod:`.permissions`).
+        (OAuth, for bearer tokens) restrict who sees and calls it.
         """
         if callable(name):
             raise TypeError("use @mcp.tool() with parentheses")

@@ -22,7 +22,7 @@ from .metrics import check_metrics
 from .oauth import check_oauth
 from .workers import check_workers
 
-_README = "See the 'Settings' table in the django-mcp-tasks README."
+_README = "See https://django-mcp-tasks.readthedocs.io/en/latest/reference/settings.html"
 _IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
 _SINGLE_PROCESS_LAYERS = {_IN_MEMORY_LAYER, "mcp_tasks.layers.InProcessChannelLayer"}
 _CORE_REDIS_LAYER = "channels_redis.core.RedisChannelLayer"

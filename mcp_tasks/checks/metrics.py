@@ -37,7 +37,7 @@ def check_metrics() -> list[CheckMessage]:
             "that answers it, never the rq workers' counts.",
             hint=(
                 "Set PROMETHEUS_MULTIPROC_DIR to an empty directory, the same for every ASGI "
-                "and rq worker process of the host, before they start (README 'Metrics'); a "
+                "and rq worker process of the host, before they start (the docs' 'Metrics'); a "
                 "single development process may add 'mcp_tasks.W013' to "
                 "SILENCED_SYSTEM_CHECKS."
             ),

@@ -104,9 +104,11 @@ class McpClient:
         await self.aclose()
 
     def close(self) -> None:
+        """Close its connections (``with McpClient(...) as client`` does it)."""
         self.transport.close()
 
     async def aclose(self) -> None:
+        """:meth:`close`, for ``async with``."""
         await self.transport.aclose()
 
     # -- the drivers ----------------------------------------------------------------------
@@ -193,15 +195,18 @@ class McpClient:
         tasks: bool = False,
         heard: Callable[[Message], Any] | None = None,
     ) -> Message:
+        """:meth:`request`, async."""
         body, headers = self._envelope(method, params, tasks)
         return _result(await self.transport.apost(body, headers, heard))
 
     # -- tools ----------------------------------------------------------------------------
 
     def list_tools(self) -> list[Message]:
+        """``tools/list``, every page: the tools this caller may use."""
         return self._run(listing())
 
     async def alist_tools(self) -> list[Message]:
+        """:meth:`list_tools`, async."""
         return await self._arun(listing())
 
     def call(
@@ -225,6 +230,7 @@ class McpClient:
         answer: Answer | None = None,
         on_progress: OnProgress | None = None,
     ) -> Message:
+        """:meth:`call`, async (``answer`` and ``on_progress`` may be async)."""
         return await self._arun(calling(name, arguments, answer, on_progress, False))
 
     def start(
@@ -239,6 +245,7 @@ class McpClient:
     async def astart(
         self, name: str, arguments: Mapping[str, Any] | None = None, *, answer: Answer | None = None
     ) -> TaskRun:
+        """:meth:`start`, async."""
         result = await self._arun(calling(name, arguments, answer, None, True))
         return TaskRun(self, name, started(name, result))
 
@@ -261,7 +268,8 @@ def _error(error: Mapping[str, Any], status: int | None = None) -> McpError:
 
 
 class TaskRun:
-    """A task started by :meth:`McpClient.start`; :attr:`task` is its last state seen."""
+    """A task started by :meth:`McpClient.start`. ``task`` is its last state seen (the
+    ``tasks/get`` result), ``tool`` the tool's name, ``client`` the :class:`McpClient`."""
 
     def __init__(self, client: McpClient, tool: str, task: Message) -> None:
         self.client, self.tool, self.task = client, tool, task
@@ -271,10 +279,12 @@ class TaskRun:
 
     @property
     def task_id(self) -> str:
+        """The task's id."""
         return str(self.task["taskId"])
 
     @property
     def status(self) -> str:
+        """``working``, ``input_required``, ``completed``, ``failed`` or ``cancelled``."""
         return str(self.task.get("status"))
 
     @property
@@ -293,13 +303,16 @@ class TaskRun:
 
     @property
     def structured(self) -> Any:
+        """The result's ``structuredContent``."""
         return self.result.get("structuredContent")
 
     @property
     def text(self) -> str:
+        """The result's text blocks, one per line."""
         return text_of(self.result)
 
     def params(self, **extra: Any) -> Message:
+        """The params of a ``tasks/*`` request about this task, with ``extra``."""
         return {"taskId": self.task_id, **extra}
 
     def get(self) -> Message:
@@ -308,6 +321,7 @@ class TaskRun:
         return self.task
 
     async def aget(self) -> Message:
+        """:meth:`get`, async."""
         self.task = await self.client.arequest("tasks/get", self.params(), tasks=True)
         return self.task
 
@@ -317,6 +331,7 @@ class TaskRun:
         self.client.request("tasks/update", self._update(key, response), tasks=True)
 
     async def aanswer(self, key: str, response: Any) -> None:
+        """:meth:`answer`, async."""
         await self.client.arequest("tasks/update", self._update(key, response), tasks=True)
 
     def _update(self, key: str, response: Any) -> Message:
@@ -329,6 +344,7 @@ class TaskRun:
         self.client.request("tasks/cancel", self.params(), tasks=True)
 
     async def acancel(self) -> None:
+        """:meth:`cancel`, async."""
         await self.client.arequest("tasks/cancel", self.params(), tasks=True)
 
     def wait(
@@ -353,6 +369,7 @@ class TaskRun:
         on_progress: OnProgress | None = None,
         timeout: float | None = 60.0,
     ) -> Message:
+        """:meth:`wait`, async (``answer`` and ``on_progress`` may be async)."""
         self._check_served()
         return await self.client._arun(waiting(self, answer, on_progress, timeout))
 

@@ -12,10 +12,12 @@ from typing import Any
 #: Task statuses that never change again.
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
+#: A JSON-RPC result or a task, as decoded JSON.
 Message = dict[str, Any]
 #: How questions are answered: a callable given each :class:`Question` (it may be async in
 #: the async API), or a mapping from a question's key, message or form field to the answer.
 Answer = Callable[["Question"], Any] | Mapping[str, Any]
+#: What is given each :class:`Progress` (it may be async in the async API).
 OnProgress = Callable[["Progress"], Any]
 
 
@@ -60,6 +62,7 @@ class Question:
 
     @property
     def message(self) -> str:
+        """The question's text (its ``method`` for sampling and roots)."""
         return str(self.params.get("message") or self.method)
 
     @property
@@ -70,6 +73,7 @@ class Question:
 
     @property
     def required(self) -> list[str]:
+        """The names of the form's required fields."""
         return list((self.params.get("requestedSchema") or {}).get("required") or [])
 
 

@@ -1,7 +1,8 @@
 """Log lines about a task carry ``task_id``, ``tool`` and ``principal`` as record attributes
 (``mcp_tasks.core.log_fields``): passed as ``extra`` by mcp_tasks, and added by the
 ``TaskFields`` handler filter to every line written while a task's job runs, the tool's
-own logging included. The README's JSON logging setup shows them as fields."""
+own logging included. The JSON logging setup of ``docs/how-to/observability.md`` shows
+them as fields."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def test_a_refused_task_is_logged_with_its_tool_and_caller(
 def test_the_readmes_json_logging_setup_prints_the_fields(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    config = readme_logging_config()
+    config = documented_logging_config()
     logging.config.dictConfig(config)
     try:
         with log_fields.running(_task("t-1", "build_report", "user:7")):
@@ -122,14 +123,16 @@ def _task(task_id: str, tool: str, principal: str) -> Any:
     return Row()
 
 
-def readme_logging_config() -> dict[str, Any]:
-    """The ``LOGGING`` dict of the README's "Logging" section, as written there."""
+def documented_logging_config() -> dict[str, Any]:
+    """The ``LOGGING`` dict of the "Logging" section of ``docs/how-to/observability.md``,
+    as written there."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("### Logging") :]
+    page = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "observability.md"
+    text = page.read_text()
+    section = text[text.index("## Logging") :]
     code = section[section.index("```python") + len("```python") : section.index("```\n", 10)]
     namespace: dict[str, Any] = {}
-    exec(code, namespace)  # the README's own example
+    exec(code, namespace)  # the page's own example
     config: dict[str, Any] = namespace["LOGGING"]
     return config
