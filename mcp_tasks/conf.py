@@ -115,35 +115,35 @@ class McpTasksSettings(BaseModel):
     ALLOWED_ORIGINS: Strings = setting(
         (),
         'Extra browser origins allowed to call the endpoint (`"https://app.example.com"`; a '
-        'default port written or not), or `"*"`. Requests without an `Origin` header, and the '
-        "server's own origin (the request's scheme, `Host` and port; behind a proxy that ends "
-        "TLS, the scheme `SECURE_PROXY_SSL_HEADER` reads), are always allowed; any other origin "
-        "gets 403.",
+        'default port written or not), or `"*"`. Requests without an `Origin` header, and '
+        "the server's own origin (the request's scheme, `Host` and port; behind a proxy that "
+        "ends TLS, the scheme `SECURE_PROXY_SSL_HEADER` reads), are always allowed; any other "
+        "origin gets 403.",
     )
     MAX_BODY_BYTES: Bytes = setting(
         4 * 1024 * 1024, "Largest accepted request body; larger → HTTP 413."
     )
     MAX_REQUESTS_IN_PROGRESS: Positive | None = setting(
         1000,
-        "POSTs one process serves at once. Past it a new POST is refused at once with HTTP 503, "
-        '`Retry-After: 1` and a JSON-RPC error (`-32000` "Server busy"), logged as a warning '
-        "(at most once a second, with the count). Streams don't count: a legacy `GET`, an "
-        "acknowledged `subscriptions/listen`. Requests that wait long still count (a slow tool, "
-        "a legacy call waiting for the client's answer, a `tasks/get` held up to "
-        "`TASK_GET_HOLD`): raise it if many do. `None`: no limit.",
+        "POSTs one process serves at once. Past it a new POST is refused at once with HTTP "
+        '503, `Retry-After: 1` and a JSON-RPC error (`-32000` "Server busy"), logged as a '
+        "warning (at most once a second, with the count). Streams don't count: a legacy "
+        "`GET`, an acknowledged `subscriptions/listen`. Requests that wait long still count "
+        "(a slow tool, a legacy call waiting for the client's answer, a `tasks/get` held up "
+        "to `TASK_GET_HOLD`): raise it if many do. `None`: no limit.",
     )
     MAX_ACCEPT_WAIT: Seconds | None = setting(
         1.0,
         "Seconds a new connection may wait in the kernel's accept queue. Past it, uvicorn run "
         "with `--http mcp_tasks.contrib.uvicorn_http:HttpToolsProtocol` answers it with HTTP "
-        '503, `Retry-After: 1` and a JSON-RPC error (`-32000` "Server busy") without running '
-        "the application, and refuses the other late connections of the queue at once (see "
-        '"Production"). Linux only (`TCP_INFO`); other ASGI servers ignore it. `None`: no '
-        "limit.",
+        '503, `Retry-After: 1` and a JSON-RPC error (`-32000` "Server busy") without '
+        "running the application, and refuses the other late connections of the queue at once "
+        "(see [Production](../how-to/production.md)). Linux only (`TCP_INFO`); other ASGI "
+        "servers ignore it. `None`: no limit.",
     )
     TOKEN_VERIFIER: DottedPath | None = setting(
         None,
-        "Dotted path to a callable `(token: str) -> AccessToken \\| None` (sync or async) that "
+        "Dotted path to a callable `(token: str) -> AccessToken | None` (sync or async) that "
         "verifies bearer tokens. `None`: bearer tokens are rejected with 401.",
     )
     ALLOW_ANONYMOUS: Flag = setting(
@@ -151,19 +151,19 @@ class McpTasksSettings(BaseModel):
     )
     PERMISSION_CACHE_TTL: Seconds = setting(
         5.0,
-        "Seconds the request path remembers whether a user holds the Django permissions a tool, "
-        "prompt or resource requires (`0`: ask every time). Workers ask afresh before every "
-        "job.",
+        "Seconds the request path remembers whether a user holds the Django permissions a "
+        "tool, prompt or resource requires (`0`: ask every time). Workers ask afresh before "
+        "every job.",
     )
 
-    # -- OAuth (RFC 9728 protected resource metadata, RFC 8707 resource indicators) ----
+    # -- OAuth (RFC 9728 protected resource metadata, RFC 8707 resource indicators) ---
     AUTHORIZATION_SERVERS: Strings = setting(
         (),
-        'Issuer URLs of the OAuth authorization servers clients sign in with; a path (`"/"`, '
-        '`"/o"`) is an issuer on this server\'s own origin. Non-empty: the RFC 9728 metadata '
-        "is served at `/.well-known/oauth-protected-resource` and "
+        "Issuer URLs of the OAuth authorization servers clients sign in with; a path "
+        '(`"/"`, `"/o"`) is an issuer on this server\'s own origin. Non-empty: the RFC '
+        "9728 metadata is served at `/.well-known/oauth-protected-resource` and "
         "`/.well-known/oauth-protected-resource<PATH>`, and 401 challenges point at it. See "
-        '"Sign-in (OAuth)".',
+        "[Sign-in](../how-to/sign-in.md).",
     )
     RESOURCE: StrictStr | None = setting(
         None,
@@ -180,7 +180,8 @@ class McpTasksSettings(BaseModel):
         "Scopes a client asks for to use this server at all (e.g. the authorization server's "
         'default scope): every 401 challenge names them (`scope="…"`, as the MCP '
         "authorization spec asks), and they lead `scopes_supported`. Not checked on tokens: "
-        'items that need a scope say so with `scopes=[...]`. See "Sign-in (OAuth)".',
+        "items that need a scope say so with `scopes=[...]`. See "
+        "[Sign-in](../how-to/sign-in.md).",
     )
     BEARER_METHODS_SUPPORTED: Strings = setting(
         ("header",),
@@ -203,8 +204,8 @@ class McpTasksSettings(BaseModel):
     )
     RESOURCE_METADATA_URL: StrictStr | None = setting(
         None,
-        "URL of the protected-resource metadata announced in `WWW-Authenticate`. `None`: built "
-        "from the request when `AUTHORIZATION_SERVERS` is set.",
+        "URL of the protected-resource metadata announced in `WWW-Authenticate`. `None`: "
+        "built from the request when `AUTHORIZATION_SERVERS` is set.",
     )
     REQUEST_STATE_TTL: Seconds = setting(
         900, "Seconds a modern-era `requestState` (input-required retry) stays valid."
@@ -220,19 +221,19 @@ class McpTasksSettings(BaseModel):
     )
     SESSION_CACHE_TTL: Seconds = setting(
         10.0,
-        "Seconds a process keeps a legacy session it read from the database, instead of reading "
-        "it on every request. A `DELETE` or `logging/setLevel` drops it from every process "
-        "through the channel layer before the client gets its answer: a process lists itself in "
-        "the channel layer's Redis as keeping the session before it reads it, and the change "
-        "waits (at most 2 s) until each listed process acknowledged dropping its copy, so a "
-        "request answered from a kept copy costs no round trip. The TTL bounds how long a "
-        "change goes unseen if that message is lost (Redis restarting). `0`: read the session "
-        "on every request.",
+        "Seconds a process keeps a legacy session it read from the database, instead of "
+        "reading it on every request. A `DELETE` or `logging/setLevel` drops it from every "
+        "process through the channel layer before the client gets its answer: a process lists "
+        "itself in the channel layer's Redis as keeping the session before it reads it, and "
+        "the change waits (at most 2 s) until each listed process acknowledged dropping its "
+        "copy, so a request answered from a kept copy costs no round trip. The TTL bounds how "
+        "long a change goes unseen if that message is lost (Redis restarting). `0`: read the "
+        "session on every request.",
     )
     LIFESPAN: DottedPath | None = setting(
         None,
-        "Dotted path to an async context manager factory `(server) -> AsyncContextManager[T]`; "
-        "`T` is `ctx.lifespan_context`.",
+        "Dotted path to an async context manager factory `(server) -> "
+        "AsyncContextManager[T]`; `T` is `ctx.lifespan_context`.",
     )
     CHANNEL_LAYER: Text = setting(
         "default", "Alias in `CHANNEL_LAYERS` used for cross-process routing."
@@ -241,7 +242,7 @@ class McpTasksSettings(BaseModel):
         0, "`ttlMs` announced on list results and `server/discover` (modern era)."
     )
 
-    # -- background tasks --------------------------------------------------------------
+    # -- background tasks ------------------------------------------------------------
     TASK_QUEUE: Text = setting(
         "mcp_tasks", "rq queue for task jobs; `TaskConfig(queue=...)` overrides it."
     )
@@ -262,21 +263,22 @@ class McpTasksSettings(BaseModel):
         "so a client hears of it at once instead of at its next poll. `0`: always at once.",
     )
 
-    # -- clients without the tasks extension (README "Clients without tasks") ----------
+    # -- clients without the tasks extension -----------------------------------------
     TASKS_FOR_ALL_CLIENTS: Flag = setting(
         True,
         "A task tool called by a client that does not speak tasks (no "
         "`io.modelcontextprotocol/tasks` extension in the request; a 2025 session without the "
-        "`tasks` capability) still runs as a task: the call waits `INLINE_WINDOW`, then answers "
-        "with a handle, and the companion tools check, answer, cancel and list such tasks "
-        '("Clients without tasks"). `False`: such a call runs an `optional` tool inline and '
-        "refuses a `required` one (`-32021`), and no companion tool is listed.",
+        "`tasks` capability) still runs as a task: the call waits `INLINE_WINDOW`, then "
+        "answers with a handle, and the companion tools check, answer, cancel and list such "
+        "tasks ([Clients without tasks](../how-to/clients.md#clients-without-tasks)). "
+        "`False`: such a call runs an `optional` tool inline and refuses a `required` one "
+        "(`-32021`), and no companion tool is listed.",
     )
     INLINE_WINDOW: Seconds = setting(
         20.0,
         "Seconds such a call waits for its task before it answers with a handle; meanwhile "
-        "progress goes out as `notifications/progress` (when the request has a progress token) "
-        "and questions are asked inline where the client can answer them. "
+        "progress goes out as `notifications/progress` (when the request has a progress "
+        "token) and questions are asked inline where the client can answer them. "
         "`TaskConfig(inline_window=...)` per tool; `0`: a handle at once. Keep it well under "
         "the clients' request timeout (60 s in the TypeScript SDK).",
     )
@@ -287,8 +289,8 @@ class McpTasksSettings(BaseModel):
     )
     COMPANION_TOOLS: CompanionToolNames = setting(
         CompanionToolNames(),
-        "The companion tools' names (any subset of the keys). Check `mcp_tasks.E020` refuses a "
-        "name that is not a valid tool name or that a registered tool has.",
+        "The companion tools' names (any subset of the keys). Check `mcp_tasks.E020` refuses "
+        "a name that is not a valid tool name or that a registered tool has.",
     )
     TASK_TIMEOUT: Seconds = setting(
         3600,
@@ -297,8 +299,8 @@ class McpTasksSettings(BaseModel):
     )
     TASK_CONCURRENCY: Positive = setting(
         16,
-        "Tools one `TaskWorker` process runs at once (async tools on its event loop, sync tools "
-        "on its thread pool). A task waiting for an answer does not count.",
+        "Tools one `TaskWorker` process runs at once (async tools on its event loop, sync "
+        "tools on its thread pool). A task waiting for an answer does not count.",
     )
     TASK_MAINTENANCE_INTERVAL: Seconds = setting(
         30,
@@ -316,8 +318,8 @@ class McpTasksSettings(BaseModel):
     )
     INPUT_HOLD_WINDOW: Seconds = setting(
         5.0,
-        "Seconds a worker waits for an answer to `ctx.elicit`/`ctx.sample` before it lets go of "
-        "the task (the task resumes on a new job once answered).",
+        "Seconds a worker waits for an answer to `ctx.elicit`/`ctx.sample` before it lets go "
+        "of the task (the task resumes on a new job once answered).",
     )
     INPUT_TIMEOUT: Seconds = setting(
         24 * 3600, "Seconds a task's question waits before the tool gets `CancelledElicitation`."
@@ -328,18 +330,18 @@ class McpTasksSettings(BaseModel):
         "`ctx.headers`.",
     )
 
-    # -- limits and fairness (README "Limits and fairness") ----------------------------
+    # -- limits and fairness ---------------------------------------------------------
     FAIR_SHARE: Flag = setting(
         True,
-        "Free worker slots go to the principals with tasks waiting in turn (round robin), first "
-        'in first out within one principal. `False`: one line, first in first out. See "Limits '
-        'and fairness".',
+        "Free worker slots go to the principals with tasks waiting in turn (round robin), "
+        "first in first out within one principal. `False`: one line, first in first out. See "
+        "[Limits and fairness](../how-to/limits.md).",
     )
     RESERVED_SLOTS: Count = setting(
         1,
         "Slots of each `TaskWorker` that one principal never fills (with `FAIR_SHARE`): they "
-        "stay for the next principal, whose task starts at once instead of when a running task "
-        "ends. A worker of one slot keeps none. `0`: a principal may fill a worker.",
+        "stay for the next principal, whose task starts at once instead of when a running "
+        "task ends. A worker of one slot keeps none. `0`: a principal may fill a worker.",
     )
     MAX_ACTIVE_TASKS: Positive | None = setting(
         1000,
@@ -367,26 +369,27 @@ class McpTasksSettings(BaseModel):
         "Once a process has started (`mcp_application` built, a worker bootstrapped), collect "
         "once and move every object alive then into Python's permanent GC generation "
         "(`gc.freeze()`). A loaded process otherwise runs a full collection every few seconds "
-        "that walks Django, the app and its tools (80 to 100 ms each in the example project under "
-        "the benchmark's load; 4 to 6 ms after). `False`: leave the collector alone.",
+        "that walks Django, the app and its tools (80-100 ms each in the example project "
+        "under the benchmark's load; 4-6 ms after). `False`: leave the collector alone.",
     )
 
-    # -- operators ---------------------------------------------------------------------
+    # -- operators -------------------------------------------------------------------
     NOTIFY_QUESTIONS: Flag = setting(
         False,
-        "E-mail new questions to the people who may answer them (see [Operators](#operators)); "
-        "needs `SITE_URL`.",
+        "E-mail new questions to the people who may answer them (see [E-mail about new "
+        "questions](../how-to/operators.md#e-mail-about-new-questions)); needs `SITE_URL`.",
     )
     NOTIFY_RECIPIENTS: Strings = setting(
         (),
-        "Addresses those mails go to (every question). Empty: each question to the active staff "
-        "users with an e-mail address who may answer it: `mcp_tasks.answer_inputrequest`, or a "
-        "staff question's own permission and group (superusers included).",
+        "Addresses those mails go to (every question). Empty: each question to the active "
+        "staff users with an e-mail address who may answer it: "
+        "`mcp_tasks.answer_inputrequest`, or a staff question's own permission and group "
+        "(superusers included).",
     )
     NOTIFY_DIGEST_WINDOW: Seconds = setting(
         60,
-        "Seconds after a notification mail during which new questions are gathered; once it has "
-        "passed they go out together in one digest.",
+        "Seconds after a notification mail during which new questions are gathered; once it "
+        "has passed they go out together in one digest.",
     )
     SITE_URL: SiteUrl | None = setting(
         None, 'Scheme and host that links in mails start with (`"https://ops.example.com"`).'
@@ -394,9 +397,9 @@ class McpTasksSettings(BaseModel):
     ADMIN_LIVE_PATH: UrlPath | None = setting(
         None,
         "URL path of the live admin's WebSocket, routed by `mcp_application` (the example "
-        'project uses `"/mcp-tasks/admin-live/"`). `None`: no WebSocket and nothing published '
-        "for it; the admin's task and question pages refresh every `ADMIN_REFRESH_INTERVAL` "
-        "seconds instead.",
+        'project uses `"/mcp-tasks/admin-live/"`). `None`: no WebSocket and nothing '
+        "published for it; the admin's task and question pages refresh every "
+        "`ADMIN_REFRESH_INTERVAL` seconds instead.",
     )
     ADMIN_REFRESH_INTERVAL: Seconds = setting(
         5,
@@ -406,22 +409,23 @@ class McpTasksSettings(BaseModel):
     METRICS: Flag = setting(
         False,
         "Count Prometheus metrics in each process and serve them with "
-        "`mcp_tasks.metrics.view.metrics` (see [Metrics](#metrics)); needs the `metrics` extra "
+        "`mcp_tasks.metrics.view.metrics` (see "
+        "[Metrics](../how-to/observability.md#metrics)); needs the `metrics` extra "
         "(`prometheus-client`, check `mcp_tasks.W012`) and `PROMETHEUS_MULTIPROC_DIR` for "
         "several processes (`mcp_tasks.W013`). `False`: nothing is imported or counted.",
     )
     METRICS_TOKEN: StrictStr | None = setting(
         None,
-        "A bearer token the metrics view requires (`Authorization: Bearer <token>`; 401 without "
-        "it). `None`: no token; restrict the view by network.",
+        "A bearer token the metrics view requires (`Authorization: Bearer <token>`; 401 "
+        "without it). `None`: no token; restrict the view by network.",
     )
     TRACING: Flag = setting(
         False,
         "OpenTelemetry spans for each MCP request, each task's creation, its jobs in the "
         "workers (children of the creating request), its questions and waits, and the tool's "
-        "runs (see [Traces](#traces)); needs `opentelemetry-api` (the `otel` extra) and a "
-        "`TracerProvider` the site configures. `False`: nothing is traced and the tracer module "
-        "is not imported.",
+        "runs (see [Traces](../how-to/observability.md#traces)); needs `opentelemetry-api` "
+        "(the `otel` extra) and a `TracerProvider` the site configures. `False`: nothing is "
+        "traced and the tracer module is not imported.",
     )
 
 

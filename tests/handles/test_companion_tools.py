@@ -228,7 +228,7 @@ def test_e020_reports_a_bad_name(settings: Any, names: dict[str, str], problem: 
 
 def test_an_unknown_companion_is_a_wrong_value(settings: Any) -> None:
     settings.MCP_TASKS = {"COMPANION_TOOLS": {"peek": "peek_task"}}
-    messages = [message for message in run_checks() if message.id.startswith("mcp_tasks.")]
+    messages = [message for message in run_checks() if str(message.id).startswith("mcp_tasks.")]
     assert [message.id for message in messages] == ["mcp_tasks.E015"]
     assert "COMPANION_TOOLS" in messages[0].msg
 

@@ -6,6 +6,7 @@ link, a missing page or an unresolved reference."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 import sys
 import tomllib
@@ -18,9 +19,21 @@ from mcp_tasks.conf import DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
+
+
+def load_module(path: Path) -> Any:
+    """A module of the docs' tools, by its path (``docs/_ext`` is not a package)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 README = (ROOT / "README.md").read_text()
 #: Where each table lives now (the README had them all until the site).
 SETTINGS = DOCS / "reference" / "settings.md"
+SETTINGS_TABLE = load_module(DOCS / "_ext" / "settings_table.py")
 CHECKS = DOCS / "reference" / "checks.md"
 TEST_MAP = DOCS / "contributing.md"
 API = DOCS / "reference" / "api.md"
@@ -48,19 +61,18 @@ def settings_rows() -> dict[str, list[str]]:
     return rows
 
 
-@pytest.mark.parametrize("key", sorted(DEFAULTS))
-def test_every_setting_has_one_row_with_its_default(key: str) -> None:
-    """One row per key, whose default column starts with the default as a Python literal
-    (``4194304`` (4 MiB)), equal to ``conf.DEFAULTS``'s, of the same type."""
-    rows = settings_rows().get(key, [])
-    assert len(rows) == 1, f"add one row for MCP_TASKS[{key!r}] to {SETTINGS.relative_to(ROOT)}"
-    literal = re.match(r"`([^`]*)`", rows[0])
-    assert literal, f"{key}: the default column starts with the default in backticks"
-    documented: Any = ast.literal_eval(literal[1])
-    assert documented == DEFAULTS[key], f"{key}: documented {documented!r}, is {DEFAULTS[key]!r}"
-    assert type(documented) is type(DEFAULTS[key]), (
-        f"{key}: {documented!r} is not a {type(DEFAULTS[key]).__name__}"
+def test_the_settings_table_is_written_from_the_settings_definition() -> None:
+    """The table is the settings' own defaults and texts (``mcp_tasks.conf``): run
+    ``python docs/_ext/settings_table.py`` after changing a setting."""
+    page = SETTINGS.read_text()
+    assert page == SETTINGS_TABLE.with_settings_table(page), (
+        "docs/reference/settings.md is not current: run python docs/_ext/settings_table.py"
     )
+
+
+@pytest.mark.parametrize("key", sorted(DEFAULTS))
+def test_every_setting_has_one_row(key: str) -> None:
+    assert len(settings_rows().get(key, [])) == 1, key
 
 
 def test_the_settings_table_documents_no_unknown_setting() -> None:
