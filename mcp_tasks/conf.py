@@ -102,8 +102,8 @@ class CompanionToolNames(BaseModel):
     list: Text = "list_tasks"
 
 
-class McpTasksSettings(BaseModel):
-    """Every key of ``settings.MCP_TASKS``, with its type, default and meaning."""
+class _Endpoint(BaseModel):
+    """The endpoint: its path, what it announces, what it accepts and who may call."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
     PATH: UrlPath = setting("/mcp", "URL path of the MCP endpoint.")
@@ -156,7 +156,10 @@ class McpTasksSettings(BaseModel):
         "every job.",
     )
 
-    # -- OAuth (RFC 9728 protected resource metadata, RFC 8707 resource indicators) ---
+
+class _SignIn(_Endpoint):
+    """Sign-in with OAuth, and the protocol's own timers."""
+
     AUTHORIZATION_SERVERS: Strings = setting(
         (),
         "Issuer URLs of the OAuth authorization servers clients sign in with; a path "
@@ -242,7 +245,10 @@ class McpTasksSettings(BaseModel):
         0, "`ttlMs` announced on list results and `server/discover` (modern era)."
     )
 
-    # -- background tasks ------------------------------------------------------------
+
+class _Tasks(_SignIn):
+    """Background tasks."""
+
     TASK_QUEUE: Text = setting(
         "mcp_tasks", "rq queue for task jobs; `TaskConfig(queue=...)` overrides it."
     )
@@ -263,7 +269,10 @@ class McpTasksSettings(BaseModel):
         "so a client hears of it at once instead of at its next poll. `0`: always at once.",
     )
 
-    # -- clients without the tasks extension -----------------------------------------
+
+class _ClientsWithoutTasks(_Tasks):
+    """Clients without the tasks extension, and the workers."""
+
     TASKS_FOR_ALL_CLIENTS: Flag = setting(
         True,
         "A task tool called by a client that does not speak tasks (no "
@@ -330,7 +339,10 @@ class McpTasksSettings(BaseModel):
         "`ctx.headers`.",
     )
 
-    # -- limits and fairness ---------------------------------------------------------
+
+class _Limits(_ClientsWithoutTasks):
+    """Limits and fairness."""
+
     FAIR_SHARE: Flag = setting(
         True,
         "Free worker slots go to the principals with tasks waiting in turn (round robin), "
@@ -373,7 +385,13 @@ class McpTasksSettings(BaseModel):
         "under the benchmark's load; 4-6 ms after). `False`: leave the collector alone.",
     )
 
-    # -- operators -------------------------------------------------------------------
+
+class McpTasksSettings(_Limits):
+    """Every key of ``settings.MCP_TASKS``, with its type, default and meaning (the
+    fields of its bases first: one class per concern).
+
+    This class: the operators' settings (mail, the admin, metrics, traces)."""
+
     NOTIFY_QUESTIONS: Flag = setting(
         False,
         "E-mail new questions to the people who may answer them (see [E-mail about new "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol, TypeVar, overload
 
 import mcp_types as types
@@ -184,11 +185,8 @@ class Context:
 
     @property
     def session(self) -> Any:
-        """The client session: in a background task, the one stored with the task.
-
-        Raises ``RuntimeError`` when no session is available (no request and no stored
-        session, or a stateless modern client).
-        """
+        """The client session (in a task: the one stored with it); ``RuntimeError`` when
+        there is none (no request and no stored session, or a stateless modern client)."""
         if self._session is None:
             raise RuntimeError(
                 "session is not available: this context has no request and no stored session"
@@ -360,14 +358,10 @@ class Context:
                 "ctx.ask_staff needs a background task: declare the tool with "
                 "task=TaskConfig(mode='required') so that it never runs as a plain call"
             )
-        audience = StaffAudience(permission, group, timeout)
-        if isinstance(schema, dict):
-            item = ElicitInput(message, schema=schema)
-        else:
-            item = ElicitInput(message, schema)
+        item = ElicitInput.of(message, schema)
         question = item.question(key)
-        staff_question = Question(question.key, question.method, question.params, audience)
-        (answer,) = await self._backend.ask([staff_question])
+        audience = StaffAudience(permission, group, timeout)
+        (answer,) = await self._backend.ask([replace(question, staff=audience)])
         result: ElicitationResult = item.read(answer)
         return result
 

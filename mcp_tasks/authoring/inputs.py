@@ -51,6 +51,13 @@ class ElicitInput:
 
     capability = "elicitation"
 
+    @classmethod
+    def of(cls, message: str, schema: Any) -> ElicitInput:
+        """``schema``: a response type, or a flat ``requestedSchema`` dict."""
+        if isinstance(schema, dict):
+            return cls(message, schema=schema)
+        return cls(message, schema)
+
     def spec(self) -> ElicitationSpec:
         return (
             raw_form_spec(self.schema)

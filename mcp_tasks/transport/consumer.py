@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 from channels.consumer import AsyncConsumer, get_handler_name
@@ -28,7 +27,7 @@ from channels.layers import get_channel_layer
 from ..auth import Principal
 from ..authoring.lifespan import lifespan_context
 from ..conf import get_config
-from ..core import background, groups, metrics_hook, trace_hook
+from ..core import background, groups
 from ..core.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Message, error_object, error_response
 from ..exceptions import ProtocolError
 from ..protocol import Dispatcher, RequestInfo, kind_of, modern_request_info, parse_body
@@ -36,7 +35,7 @@ from ..protocol.constants import LEGACY_VERSIONS, is_modern
 from ..protocol.notices import task_event_notification
 from ..protocol.subscriptions import Subscription
 from .admission import admission
-from .credentials import authenticate, insufficient_scope
+from .credentials import authenticate
 from .exchange import Exchange
 from .http import (
     HttpError,
@@ -53,6 +52,7 @@ from .http import (
 )
 from .legacy_endpoints import LegacyEndpoints
 from .membership import Membership
+from .request_runner import run_request
 from .request_sink import RequestSink
 from .response_stream import ResponseStream
 
@@ -332,52 +332,8 @@ class McpConsumer(AsyncConsumer):
         await exchange.respond(await self.run(message, info), modern=True)
 
     async def run(self, message: Message, info: RequestInfo) -> Message:
-        """Run one request through the dispatcher, pinging the stream while it runs; a
-        token without the scopes the target needs gets HTTP 403 first."""
-        if trace_hook.tracer is not None:
-            return await self._run_traced(trace_hook.tracer, message, info)
-        if metrics_hook.recorder is not None:
-            return await self._run_measured(metrics_hook.recorder, message, info)
-        return await self._run(message, info)
-
-    async def _run_traced(
-        self, tracer: trace_hook.Tracer, message: Message, info: RequestInfo
-    ) -> Message:
-        """:meth:`run` inside the request's span (README "Traces")."""
-        session_id = info.session.id if info.session is not None else None
-        with tracer.request(
-            message, info.era, info.protocol_version, session_id, info.headers
-        ) as span:
-            if metrics_hook.recorder is not None:
-                response = await self._run_measured(metrics_hook.recorder, message, info)
-            else:
-                response = await self._run(message, info)
-            span.answered(response)
-            return response
-
-    async def _run_measured(
-        self, recorder: metrics_hook.Recorder, message: Message, info: RequestInfo
-    ) -> Message:
-        """:meth:`_run`, its time reported by method (an unknown method as ``other``)."""
-        started = time.perf_counter()
-        try:
-            return await self._run(message, info)
-        finally:
-            method = message["method"]
-            methods = self.dispatcher.methods
-            if method not in methods.modern and method not in methods.legacy:
-                method = "other"
-            recorder.request_served(method, time.perf_counter() - started)
-
-    async def _run(self, message: Message, info: RequestInfo) -> Message:
-        missing = await self.dispatcher.scope_challenge(message, info.principal)
-        if missing:
-            raise insufficient_scope(self.scope, self.exchange.headers, missing)
-        keepalive = asyncio.ensure_future(self.exchange.sink.keepalive())
-        try:
-            return await self.dispatcher.handle(message, info, self.exchange.sink)
-        finally:
-            keepalive.cancel()
+        """Run one request through the dispatcher (:func:`.request_runner.run_request`)."""
+        return await run_request(self.dispatcher, self.exchange, self.scope, message, info)
 
     async def _listen(self, message: Message, info: RequestInfo) -> None:
         """``subscriptions/listen``: a stream of the notifications it agreed to hear."""
