@@ -165,7 +165,18 @@ class TaskHandles:
         arguments = params.get("arguments") or {}
         task = await self.resumed(info, params, tool.name, arguments)
         if task is None:
-            created = await self._create(tool, validated, info, sink, params)
+            # Created to the end even when the client cancels the call meanwhile (a creation
+            # in Django's thread runs on): then it is cancelled, and the cancel goes on.
+            creation = asyncio.ensure_future(
+                self.tasks.create(tool, validated, info, sink, params, _answerable_caller(info))
+            )
+            try:
+                created = await asyncio.shield(creation)
+            except asyncio.CancelledError:
+                created = await creation
+                if not isinstance(created, dict):
+                    await self._abandon(created.id, info.principal.scope)
+                raise
             if isinstance(created, dict):
                 return created  # TaskConfig.prepare asks first (MRTR)
             task = created
@@ -177,27 +188,6 @@ class TaskHandles:
             abandon=True,
         )
         return await self.follow(task, info, sink, plan)
-
-    async def _create(
-        self,
-        tool: ToolSpec,
-        validated: dict[str, Any],
-        info: RequestInfo,
-        sink: Sink,
-        params: dict[str, Any],
-    ) -> TaskView | dict[str, Any]:
-        """The task, created to the end even when the client cancels the call meanwhile (a
-        creation in Django's thread runs on): then it is cancelled, and the cancel goes on."""
-        creation = asyncio.ensure_future(
-            self.tasks.create(tool, validated, info, sink, params, _answerable_caller(info))
-        )
-        try:
-            return await asyncio.shield(creation)
-        except asyncio.CancelledError:
-            created = await creation
-            if not isinstance(created, dict):
-                await self._abandon(created.id, info.principal.scope)
-            raise
 
     async def resumed(
         self, info: RequestInfo, params: dict[str, Any], target: str, arguments: dict[str, Any]

@@ -52,7 +52,7 @@ from .http import (
 )
 from .legacy_endpoints import LegacyEndpoints
 from .membership import Membership
-from .request_runner import run_request
+from .request_runner import RequestRunner
 from .request_sink import RequestSink
 from .response_stream import ResponseStream
 
@@ -332,8 +332,8 @@ class McpConsumer(AsyncConsumer):
         await exchange.respond(await self.run(message, info), modern=True)
 
     async def run(self, message: Message, info: RequestInfo) -> Message:
-        """Run one request through the dispatcher (:func:`.request_runner.run_request`)."""
-        return await run_request(self.dispatcher, self.exchange, self.scope, message, info)
+        """Run one request through the dispatcher (:class:`.request_runner.RequestRunner`)."""
+        return await RequestRunner(self.dispatcher, self.exchange, self.scope).run(message, info)
 
     async def _listen(self, message: Message, info: RequestInfo) -> None:
         """``subscriptions/listen``: a stream of the notifications it agreed to hear."""

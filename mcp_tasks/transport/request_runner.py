@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..core import metrics_hook, trace_hook
@@ -15,69 +16,56 @@ from .credentials import insufficient_scope
 from .exchange import Exchange
 
 
-async def run_request(
-    dispatcher: Dispatcher, exchange: Exchange, scope: Any, message: Message, info: RequestInfo
-) -> Message:
-    """Run one request through the dispatcher, pinging the stream while it runs; a
-    token without the scopes the target needs gets HTTP 403 first."""
-    if trace_hook.tracer is not None:
-        return await _run_traced(trace_hook.tracer, dispatcher, exchange, scope, message, info)
-    if metrics_hook.recorder is not None:
-        return await _run_measured(
-            metrics_hook.recorder, dispatcher, exchange, scope, message, info
-        )
-    return await _run(dispatcher, exchange, scope, message, info)
+@dataclass
+class RequestRunner:
+    """Runs the requests of one HTTP exchange (its ASGI ``scope``)."""
 
+    dispatcher: Dispatcher
+    exchange: Exchange
+    scope: Any
 
-async def _run_traced(
-    tracer: trace_hook.Tracer,
-    dispatcher: Dispatcher,
-    exchange: Exchange,
-    scope: Any,
-    message: Message,
-    info: RequestInfo,
-) -> Message:
-    """:func:`run_request` inside the request's span (docs: Traces)."""
-    session_id = info.session.id if info.session is not None else None
-    with tracer.request(message, info.era, info.protocol_version, session_id, info.headers) as span:
+    async def run(self, message: Message, info: RequestInfo) -> Message:
+        """The request's JSON-RPC response, inside its span and timed when those are on."""
+        if trace_hook.tracer is not None:
+            return await self._traced(trace_hook.tracer, message, info)
         if metrics_hook.recorder is not None:
-            response = await _run_measured(
-                metrics_hook.recorder, dispatcher, exchange, scope, message, info
-            )
-        else:
-            response = await _run(dispatcher, exchange, scope, message, info)
-        span.answered(response)
-        return response
+            return await self._measured(metrics_hook.recorder, message, info)
+        return await self._run(message, info)
 
+    async def _traced(
+        self, tracer: trace_hook.Tracer, message: Message, info: RequestInfo
+    ) -> Message:
+        session_id = info.session.id if info.session is not None else None
+        with tracer.request(
+            message, info.era, info.protocol_version, session_id, info.headers
+        ) as span:
+            if metrics_hook.recorder is not None:
+                response = await self._measured(metrics_hook.recorder, message, info)
+            else:
+                response = await self._run(message, info)
+            span.answered(response)
+            return response
 
-async def _run_measured(
-    recorder: metrics_hook.Recorder,
-    dispatcher: Dispatcher,
-    exchange: Exchange,
-    scope: Any,
-    message: Message,
-    info: RequestInfo,
-) -> Message:
-    """:func:`_run`, its time reported by method (an unknown method as ``other``)."""
-    started = time.perf_counter()
-    try:
-        return await _run(dispatcher, exchange, scope, message, info)
-    finally:
-        method = message["method"]
-        methods = dispatcher.methods
-        if method not in methods.modern and method not in methods.legacy:
-            method = "other"
-        recorder.request_served(method, time.perf_counter() - started)
+    async def _measured(
+        self, recorder: metrics_hook.Recorder, message: Message, info: RequestInfo
+    ) -> Message:
+        """:meth:`_run`, its time reported by method (an unknown method as ``other``)."""
+        started = time.perf_counter()
+        try:
+            return await self._run(message, info)
+        finally:
+            method = message["method"]
+            methods = self.dispatcher.methods
+            if method not in methods.modern and method not in methods.legacy:
+                method = "other"
+            recorder.request_served(method, time.perf_counter() - started)
 
-
-async def _run(
-    dispatcher: Dispatcher, exchange: Exchange, scope: Any, message: Message, info: RequestInfo
-) -> Message:
-    missing = await dispatcher.scope_challenge(message, info.principal)
-    if missing:
-        raise insufficient_scope(scope, exchange.headers, missing)
-    keepalive = asyncio.ensure_future(exchange.sink.keepalive())
-    try:
-        return await dispatcher.handle(message, info, exchange.sink)
-    finally:
-        keepalive.cancel()
+    async def _run(self, message: Message, info: RequestInfo) -> Message:
+        missing = await self.dispatcher.scope_challenge(message, info.principal)
+        if missing:
+            raise insufficient_scope(self.scope, self.exchange.headers, missing)
+        keepalive = asyncio.ensure_future(self.exchange.sink.keepalive())
+        try:
+            return await self.dispatcher.handle(message, info, self.exchange.sink)
+        finally:
+            keepalive.cancel()
