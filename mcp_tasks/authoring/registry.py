@@ -53,7 +53,9 @@ class TaskConfig:
 
     ``inline_window`` (seconds): how long a call from a client without the tasks extension
     waits for the task before it answers with a handle (None: ``INLINE_WINDOW``; 0: a
-    handle at once).
+    handle at once). ``for_all_clients``: whether such a client's call runs as a task with a
+    handle (None: ``TASKS_FOR_ALL_CLIENTS``; False: as without it, an ``optional`` tool
+    inline and a ``required`` one refused with ``-32021``).
     """
 
     mode: TaskMode = "optional"
@@ -69,6 +71,7 @@ class TaskConfig:
     concurrency_key: str | None = None
     retries: Retry | None = None
     inline_window: float | None = None
+    for_all_clients: bool | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ("forbidden", "optional", "required"):
@@ -94,6 +97,10 @@ class TaskConfig:
         ):
             raise ImproperlyConfigured(
                 f"TaskConfig(inline_window={self.inline_window!r}): use seconds >= 0, or None"
+            )
+        if self.for_all_clients not in (None, True, False):
+            raise ImproperlyConfigured(
+                f"TaskConfig(for_all_clients={self.for_all_clients!r}): use True, False or None"
             )
         if self.retries is not None and not isinstance(self.retries, Retry):
             raise ImproperlyConfigured(

@@ -47,7 +47,7 @@ from .envelope import check_param_headers
 from .request import RequestInfo, Sink
 from .request_backend import RequestBackend, gather_answers, input_required_result, make_context
 from .stored import require_storable
-from .task_handles import TaskHandles, companion_names, inline_window
+from .task_handles import TaskHandles, companion_names, inline_window, speaks_tasks
 
 logger = logging.getLogger("mcp_tasks.protocol")
 
@@ -189,7 +189,7 @@ async def list_tools(
 ) -> dict[str, Any]:
     _no_cursor(params)
     tools = await visible(list(server.tools.values()), info.principal)
-    if companions is not None and TaskHandles.serves(info):
+    if companions is not None and not speaks_tasks(info):
         return {"tools": plain_client_tools(tools, companions, info)}
     task_support = info.protocol_version == LEGACY_TASKS_VERSION and tasks
     return {"tools": [tool.definition(task_support=task_support) for tool in tools]}
@@ -198,17 +198,19 @@ async def list_tools(
 def plain_client_tools(
     tools: list[ToolSpec], companions: CompanionTools, info: RequestInfo
 ) -> list[dict[str, Any]]:
-    """The tools as a client without the tasks extension sees them: a task tool may answer
-    with a handle, so it lists no ``outputSchema`` (clients check results against it) and its
-    description says what to do with a handle; in a 2025-11-25 session its ``taskSupport``
-    is ``optional``, since a plain call works too (clients refuse to call a ``required``
-    one plainly). The companion tools follow when the caller may use a task tool."""
+    """The tools as a client without the tasks extension sees them: a task tool that may
+    answer with a handle (:meth:`.TaskHandles.handled`) lists no ``outputSchema`` (clients
+    check results against it) and its description says what to do with a handle; in a
+    2025-11-25 session its ``taskSupport`` is ``optional``, since a plain call works too
+    (clients refuse to call a ``required`` one plainly). The companion tools follow when the
+    caller may use such a tool."""
     names = companion_names()
     legacy_tasks = info.protocol_version == LEGACY_TASKS_VERSION
     listed = []
     for tool in tools:
-        definition = tool.definition()
-        if tool.task.mode != "forbidden":
+        handled = TaskHandles.handled(tool)
+        definition = tool.definition(task_support=legacy_tasks and not handled)
+        if handled:
             definition.pop("outputSchema", None)
             note = (
                 f"Runs in the background: if it has not finished within {inline_window(tool):g} seconds, "
@@ -217,11 +219,10 @@ def plain_client_tools(
             )
             description = definition.get("description")
             definition["description"] = f"{description}\n\n{note}" if description else note
-        if legacy_tasks:
-            support = "forbidden" if tool.task.mode == "forbidden" else "optional"
-            definition["execution"] = {"taskSupport": support}
+        if legacy_tasks and handled:
+            definition["execution"] = {"taskSupport": "optional"}
         listed.append(definition)
-    if any(tool.task.mode != "forbidden" for tool in tools):
+    if any(TaskHandles.handled(tool) for tool in tools):
         listed += companions.definitions()
     return listed
 
@@ -238,10 +239,14 @@ async def call_tool(
     """A plain call, or (``start_task``: a task engine is configured) the start of a task;
     for a client without the tasks extension (``companions``), a task followed for a
     window, or one of the companion tools."""
-    handles = companions is not None and TaskHandles.serves(info)
-    if companions is not None and handles:
+    plain = companions is not None and not speaks_tasks(info)
+    if companions is not None and plain:
         role = companions.role_of(str(params.get("name")))
-        if role is not None and params.get("name") not in server.tools:
+        if (
+            role is not None
+            and params.get("name") not in server.tools
+            and any(TaskHandles.handled(tool) for tool in server.tools.values())
+        ):
             return await companions.call(role, server, info, sink, params)
     name, arguments, tool = await _named(server.tools, "tool", info, params)
     if info.modern:
@@ -251,6 +256,7 @@ async def call_tool(
     except ValueError as exc:
         return error_result(str(exc))
 
+    handles = plain and TaskHandles.handled(tool)
     how = _how_it_runs(tool, info, params, tasks=start_task is not None, handles=handles)
     if how == "task":
         assert start_task is not None

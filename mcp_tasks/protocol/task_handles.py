@@ -147,10 +147,13 @@ class TaskHandles:
         self.relay = relay
 
     @staticmethod
-    def serves(info: RequestInfo) -> bool:
-        """Whether this request's task calls get handles: ``TASKS_FOR_ALL_CLIENTS`` is on and
-        the client does not speak tasks."""
-        return bool(get_config().TASKS_FOR_ALL_CLIENTS) and not speaks_tasks(info)
+    def handled(tool: ToolSpec) -> bool:
+        """Whether a client without the tasks extension gets ``tool`` as a task with a
+        handle (``TaskConfig.for_all_clients``, else ``TASKS_FOR_ALL_CLIENTS``)."""
+        if tool.task.mode == "forbidden":
+            return False
+        choice = tool.task.for_all_clients
+        return bool(get_config().TASKS_FOR_ALL_CLIENTS if choice is None else choice)
 
     async def call(
         self,

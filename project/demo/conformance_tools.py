@@ -509,10 +509,13 @@ async def slow_compute(ctx: Context, seconds: float = 0, label: str = "") -> str
     return f"slow_compute {label or '(no label)'} finished after {seconds:g}s"
 
 
-@mcp.tool(task=TaskConfig(mode="required"))
+# The suite's contract (scenario tasks-required-task-error): a task-only tool called without
+# the tasks extension is refused with -32021, so this one is not served to such clients as
+# a task with a handle (README "Clients without tasks"; the site's other tools are).
+@mcp.tool(task=TaskConfig(mode="required", for_all_clients=False))
 async def failing_job() -> str:
     """Task-only: after ~1 s fails with a tool error, so the task ends ``completed`` with
-    ``result.isError`` (a client without the tasks extension gets that result too)."""
+    ``result.isError`` (and without the tasks extension the call is -32021)."""
     await asyncio.sleep(1)
     raise ToolError("failing_job failed on purpose")
 

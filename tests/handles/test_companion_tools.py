@@ -97,6 +97,22 @@ async def test_a_client_that_speaks_tasks_sees_no_change(server: MCPServer, info
     assert "Runs in the background" not in tools["only_as_task"].get("description", "")
 
 
+async def test_a_tool_that_opts_out_is_listed_and_refused_as_before(server: MCPServer) -> None:
+    """``TaskConfig(for_all_clients=False)``: no handle for that tool, whatever the site says;
+    the companions stay for the site's other task tools."""
+
+    @server.tool(task=TaskConfig(mode="required", for_all_clients=False))
+    async def strict() -> int:
+        return 1
+
+    tools = await listed(server, legacy_info())
+    assert tools["strict"]["execution"] == {"taskSupport": "required"}
+    assert "outputSchema" in tools["strict"]
+    assert "Runs in the background" not in tools["strict"].get("description", "")
+    assert COMPANIONS <= set(tools)  # only_as_task still has them
+    assert error_code(await run(server, call("strict"), modern_info())) == -32021
+
+
 async def test_no_companions_without_a_task_tool(server: MCPServer) -> None:
     del server.tools["only_as_task"]
     assert not COMPANIONS & set(await listed(server, modern_info()))
@@ -204,6 +220,8 @@ def test_a_negative_window_is_refused_at_declaration() -> None:
     with pytest.raises(ImproperlyConfigured, match="inline_window"):
         TaskConfig(inline_window=True)
     assert TaskConfig(inline_window=0).inline_window == 0
+    with pytest.raises(ImproperlyConfigured, match="for_all_clients"):
+        TaskConfig(for_all_clients="no")  # type: ignore[arg-type]
 
 
 def test_e020_passes_by_default() -> None:

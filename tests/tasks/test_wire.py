@@ -92,9 +92,20 @@ def test_optional_task_tool_without_extension_runs_as_a_task_and_answers_in_its_
 
 
 def test_required_task_tool_without_extension_runs_as_a_task_too(client: Any) -> None:
-    message = client.call("failing_job", {}, caps=NO_TASKS)
+    message = client.call("lt_required", {"value": "plain"}, caps=NO_TASKS)
     assert message["result"]["resultType"] == "complete"
-    assert message["result"]["isError"] is True  # what the tool itself answers
+    assert message["result"]["content"][0]["text"] == "required plain"
+
+
+def test_a_required_tool_that_opts_out_is_a_missing_capability_error(client: Any) -> None:
+    """``TaskConfig(for_all_clients=False)``: as without handles (the conformance suite's
+    contract for ``failing_job``)."""
+    status, message = client.post(
+        "tools/call", {"name": "failing_job", "arguments": {}}, name="failing_job", caps=NO_TASKS
+    )
+    assert status == 400
+    assert message["error"]["code"] == -32021
+    assert message["error"]["data"]["requiredCapabilities"] == {"extensions": {TASKS_EXTENSION: {}}}
 
 
 def test_invalid_arguments_give_the_plain_call_error_result_and_no_task(

@@ -171,8 +171,9 @@ def test_each_field_of_a_form_is_prompted_by_its_type() -> None:
 
 
 @tasks
-def test_a_task_only_tool_called_plainly_answers_within_its_window() -> None:
-    outcome = run("failing_job")
+def test_a_task_only_tool_that_refuses_plain_calls_runs_as_a_task() -> None:
+    outcome = run("failing_job")  # TaskConfig(for_all_clients=False): -32021, then a task
+    assert f"task {outcome.task_id} started (failing_job)" in outcome.err
     assert outcome.code == 1
     assert "CommandError: failing_job failed on purpose" in outcome.err
 

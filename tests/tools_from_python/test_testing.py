@@ -92,9 +92,9 @@ def test_an_unknown_tool_raises_the_json_rpc_error(mcp_client: McpClient) -> Non
 
 @tasks
 def test_a_task_only_tool_called_plainly_answers_in_its_window(mcp_client: McpClient) -> None:
-    result = mcp_client.call("failing_job")  # a task all the same, which ends inside the window
-    assert result["isError"] is True
-    assert result["content"][0]["text"] == "failing_job failed on purpose"
+    # A task all the same (its prepare asks first), which ends inside the window.
+    result = mcp_client.call("test_tool_with_task", answer={"name": "Ada"})
+    assert text_of(result) == "Hello from the background, Ada!"
 
 
 def test_a_task_only_tool_called_plainly_raises_missing_capability_when_opted_out(
@@ -102,7 +102,7 @@ def test_a_task_only_tool_called_plainly_raises_missing_capability_when_opted_ou
 ) -> None:
     settings.MCP_TASKS = {"TASKS_FOR_ALL_CLIENTS": False}
     with pytest.raises(McpError) as raised:
-        mcp_client.call("failing_job")
+        mcp_client.call("test_tool_with_task", answer={"name": "Ada"})
     assert raised.value.code == -32021
     assert (
         "io.modelcontextprotocol/tasks" in raised.value.data["requiredCapabilities"]["extensions"]
