@@ -165,7 +165,9 @@ class ToolSpec:
     name: str
     title: str | None
     description: str
-    metadata: FuncMetadata
+    #: Builds the tool's argument and output models (pydantic) on first use: a process that
+    #: never calls or lists the tool never pays for them (check E021 builds them all).
+    build_metadata: Callable[[], FuncMetadata]
     context_param: str | None
     is_async: bool
     task: TaskConfig
@@ -178,6 +180,11 @@ class ToolSpec:
     access: Access = OPEN
     #: An operator approves each task of it before it runs (:mod:`.approval`).
     approval: Approval | None = None
+
+    @functools.cached_property
+    def metadata(self) -> FuncMetadata:
+        """The argument and output models, built once, at first use."""
+        return self.build_metadata()
 
     @functools.cached_property
     def input_schema(self) -> dict[str, Any]:
@@ -406,7 +413,9 @@ class MCPServer:
                 name=tool_name,
                 title=title,
                 description=_description(fn, description),
-                metadata=func_metadata(fn, skip_names=skip, structured_output=structured_output),
+                build_metadata=functools.partial(
+                    func_metadata, fn, skip_names=skip, structured_output=structured_output
+                ),
                 context_param=context_param,
                 is_async=_is_async(fn),
                 task=task_config,

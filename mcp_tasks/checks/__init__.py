@@ -20,6 +20,7 @@ from .approvals import check_approvals
 from .companions import check_companions
 from .metrics import check_metrics
 from .oauth import check_oauth
+from .tools import check_tools
 from .workers import check_workers
 
 _README = "See https://django-mcp-tasks.readthedocs.io/en/latest/reference/settings.html"
@@ -48,6 +49,7 @@ def check_mcp_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
         messages += check_companions()
     messages += _check_database_connections()
     messages += check_approvals()
+    messages += check_tools()
     return messages
 
 

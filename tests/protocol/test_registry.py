@@ -125,3 +125,34 @@ def test_context_parameter_is_injected_and_left_out_of_the_schema() -> None:
     spec = registry.tools["with_context"]
     assert spec.context_param == "context"
     assert set(spec.input_schema["properties"]) == {"query"}
+
+
+def test_a_tool_builds_its_models_on_first_use() -> None:
+    server = MCPServer()
+
+    @server.tool()
+    def lazy(n: int) -> int:
+        return n
+
+    spec = server.tools["lazy"]
+    assert "metadata" not in vars(spec)  # nothing built at registration
+    assert spec.input_schema["properties"]["n"]["type"] == "integer"
+    assert "metadata" in vars(spec)
+
+
+def test_e021_reports_a_signature_that_cannot_be_described() -> None:
+    from mcp_tasks.authoring.registry import mcp
+    from mcp_tasks.checks.tools import check_tools
+
+    assert check_tools() == []  # every tool of the suite's project describes itself
+
+    @mcp.tool(name="e021_probe")
+    def probe(_hidden: int) -> int:  # registers: the models are built later
+        return _hidden
+
+    try:
+        (message,) = check_tools()
+    finally:
+        del mcp.tools["e021_probe"]
+    assert message.id == "mcp_tasks.E021"
+    assert "'e021_probe'" in message.msg and "_hidden" in message.msg

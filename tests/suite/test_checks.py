@@ -628,13 +628,15 @@ def test_a_task_queue_missing_from_rq_queues_is_e012() -> None:
 
 
 def test_a_tools_queue_missing_from_rq_queues_is_e012() -> None:
-    from types import SimpleNamespace
-
     from mcp_tasks import TaskConfig
     from mcp_tasks.authoring.registry import mcp
 
-    tool = SimpleNamespace(name="export", task=TaskConfig(queue="reports"))
-    with mock.patch.dict(mcp.tools, {"export": tool}):
+    with mock.patch.dict(mcp.tools):
+
+        @mcp.tool(name="export", task=TaskConfig(queue="reports"))
+        def export() -> str:
+            return "exported"
+
         messages = run()
     assert [m.id for m in messages] == ["mcp_tasks.E012"]
     assert "'reports'" in messages[0].msg and "tool 'export'" in messages[0].msg
