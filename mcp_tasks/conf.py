@@ -133,6 +133,11 @@ DEFAULTS: dict[str, Any] = {
     # A task still queued after this many seconds whose job vanished (Redis restarted
     # without persistence) is queued again.
     "TASK_REQUEUE_AFTER": 30.0,
+    # Seconds a write to Redis that a request or a running task waits on (a new task's job
+    # queued, a task's question announced) keeps being tried while Redis is unreachable (a
+    # Sentinel failover, a restart) before it fails: cover the Sentinels' failover time
+    # (down-after-milliseconds plus a second or two). README "High availability".
+    "REDIS_FAILOVER_WAIT": 5.0,
     # Seconds a worker waits for an answer to ctx.elicit/ctx.sample before it lets go of the
     # task (the task resumes on a new job once answered).
     "INPUT_HOLD_WINDOW": 5.0,

@@ -30,7 +30,7 @@ from ..authoring.registry import MCPServer, ToolSpec, mcp
 from ..authoring.retries import DEFAULT_RETRY, Retry, RetryTask
 from ..authoring.tool_call import error_result, failure_result, run_tool, validate_arguments
 from ..conf import get_config
-from ..core import background, groups, log_fields, trace_hook
+from ..core import background, groups, log_fields, redis_clients, trace_hook
 from ..core.db import db
 from ..core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, notification
 from ..core.task_contract import Caller
@@ -184,7 +184,10 @@ class TaskBackend:
                 session_id = self.task.session_id if self.snapshot.era == "legacy" else None
                 for_staff = all(question.staff is not None for question in questions)
                 status = "working" if for_staff else "input_required"
-                await notify.apublish_task_change(self.task.id, status, session_id)
+                # Through a Redis failover (up to REDIS_FAILOVER_WAIT) rather than withdraw.
+                await redis_clients.riding_out(
+                    lambda: notify.apublish_task_change(self.task.id, status, session_id)
+                )
             except Exception:
                 logger.exception(
                     "could not announce the questions of task %s",
@@ -227,7 +230,17 @@ class TaskBackend:
         answer = service.answer_in(row)
         if answer is None:
             session_id = self.task.session_id if self.snapshot.era == "legacy" else None
-            await notify.apublish_task_change(self.task.id, "working", session_id)
+            try:
+                await redis_clients.riding_out(
+                    lambda: notify.apublish_task_change(self.task.id, "working", session_id)
+                )
+            except Exception:  # staff find it in the admin all the same
+                logger.warning(
+                    "could not announce the approval of task %s",
+                    self.task.id,
+                    exc_info=True,
+                    extra=log_fields.of(self.task),
+                )
             (answer,) = await self._hold([row.key], [None])
         return answer
 

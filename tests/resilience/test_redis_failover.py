@@ -1,0 +1,131 @@
+"""Redis fails over under load: a primary, a replica and three Sentinels of the test's own;
+an ASGI server (uvicorn) and two task workers configured for Sentinel (the example
+project's ``REDIS_SENTINELS``: django-rq's ``SENTINELS`` for the queue, channels_redis'
+``sentinels`` for the channel layer); clients start, follow and answer tasks while the
+primary is SIGKILLed and the Sentinels promote the replica.
+
+What must hold: every request is answered (an error is an answer), no task is stuck or
+runs twice to completion, every task the clients were told of ends. The figures (tasks,
+failures and their reasons, errors, the longest outage) are printed (``-s``) and, with
+``MCP_TASKS_TEST_FAILOVER_REPORT=<file>``, appended to that file.
+``MCP_TASKS_TEST_FAILOVER=long``: more clients, longer load, three failovers in a row.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import LiveServer, launch_server
+from tests.support.failover import LONG, Load, SentinelSet, audit, report
+from tests.support.live import LIVE_SETTINGS
+from tests.support.worker_fixtures import RqWorker, start_rq_worker
+
+pytestmark = [pytest.mark.live, pytest.mark.failover]
+
+#: Liveness timings of the stack (seconds): a lost job is queued again within a few.
+TIMINGS = {
+    "MCP_TASKS_TEST_HEARTBEAT_INTERVAL": "0.5",
+    "MCP_TASKS_TEST_LOST_AFTER": "10",
+    "MCP_TASKS_TEST_REQUEUE_AFTER": "3",
+    "MCP_TASKS_TEST_MAINTENANCE_INTERVAL": "2",
+    "MCP_TASKS_TEST_INPUT_HOLD_WINDOW": "1",
+}
+
+
+@pytest.fixture(scope="module")
+def sentinels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSet]:
+    if shutil.which("redis-server") is None:
+        pytest.fail("redis-server is not installed: apt-get install redis-server", pytrace=False)
+    topology = SentinelSet(tmp_path_factory.mktemp("sentinels"))
+    try:
+        topology.start()
+        yield topology
+    finally:
+        topology.stop()
+
+
+@pytest.fixture
+def stack(
+    request: pytest.FixtureRequest,
+    sentinels: SentinelSet,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[LiveServer, list[RqWorker]]]:
+    from tests.conftest import _SERVERS
+
+    databases = request.getfixturevalue("_live_databases")
+    logs = tmp_path_factory.mktemp("failover-stack")
+    env = {
+        "DATABASE_URL": databases.new(),
+        **LIVE_SETTINGS,
+        **sentinels.env(),
+        "REDIS_PREFIX": f"fo_{uuid.uuid4().hex[:10]}",
+        **TIMINGS,
+    }
+    server = launch_server(env, logs / "server.log", label="server", server="uvicorn")
+    workers: list[RqWorker] = []
+    reported: list[Any] = request.node.stash.setdefault(_SERVERS, [])
+    reported += [server, sentinels]
+    try:
+        master = f"redis://127.0.0.1:{sentinels.master()}/0"
+        for number in (1, 2):
+            worker = start_rq_worker(
+                server.env, logs / f"worker-{number}.log", label=f"rq worker {number}"
+            )
+            workers.append(worker)
+            reported.append(worker)
+        for worker in workers:
+            worker.wait_ready(master)
+        yield server, workers
+    finally:
+        for worker in workers:
+            worker.stop()
+        server.stop()
+
+
+def test_a_failover_under_load_loses_no_task_and_leaves_no_request_unanswered(
+    stack: tuple[LiveServer, list[RqWorker]], sentinels: SentinelSet, tmp_path: Path
+) -> None:
+    server, workers = stack
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    load = Load(server.url, markers, clients=8 if LONG else 4)
+    load.park(4 if LONG else 2)
+    load.start()
+    began = time.monotonic()
+    failovers: list[float] = []
+    for _ in range(3 if LONG else 1):
+        time.sleep(10 if LONG else 3)
+        killed_at = time.monotonic()
+        old = sentinels.kill_master()
+        sentinels.wait_for_new_master(old)
+        failovers.append(time.monotonic() - killed_at)
+        time.sleep(2)
+        load.answer_parked()
+        time.sleep(8 if LONG else 4)
+        sentinels.restart(old)  # back as a replica of the new master
+        sentinels.wait_until_healthy(sentinels.master())
+        load.park(2 if LONG else 0)
+    time.sleep(3)
+    load.stop()
+    ended = time.monotonic()
+    assert all(worker.alive() for worker in workers)
+    result = audit(server.database_url, load, settle=30)
+    outage = {
+        "sentinels' failover": max(failovers),
+        "task creation": load.longest_gap("create", began, ended),
+        "tasks/get": load.longest_gap("get", began, ended),
+    }
+    report("Redis: primary SIGKILLed, replica promoted", load, result, outage)
+
+    assert load.unanswered() == []
+    assert result.stuck == []
+    assert result.runs_twice == []
+    assert set(load.created) <= result.ids
+    assert result.statuses["completed"] > 0
