@@ -12,13 +12,17 @@ connection idle for more than :data:`IDLE_CHECK_AFTER` seconds is pinged first.
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connections
+
+logger = logging.getLogger("mcp_tasks.tasks")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -79,6 +83,48 @@ def db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
         return result
 
     return call
+
+
+@functools.cache
+def unreachable_errors() -> tuple[type[BaseException], ...]:
+    """What a database that cannot be reached for now raises (restarting, its primary being
+    replaced, a connection it dropped): Django's ``OperationalError`` and
+    ``InterfaceError``, and psycopg's own (the statements sent from an event loop,
+    :mod:`mcp_tasks.tasks.loop_database`)."""
+    errors: list[type[BaseException]] = [OperationalError, InterfaceError]
+    try:
+        import psycopg
+    except ImportError:
+        pass
+    else:
+        errors += [psycopg.OperationalError, psycopg.InterfaceError]
+    return tuple(errors)
+
+
+async def persistently(call: Callable[[], Awaitable[R]], within: float, what: str) -> R:
+    """``await call()``, again while the database cannot be reached (backing off from
+    0.1 s to 2 s; each try on a new connection: Django closes one that failed after the
+    call) for up to ``within`` seconds; then its error. For writes that are safe to send
+    twice (conditional updates, a transaction that finds what it wrote): a try whose commit
+    went through but whose answer was lost is harmless. ``what`` names it in the log."""
+    deadline = time.monotonic() + within
+    pause = 0.1
+    while True:
+        try:
+            return await call()
+        except unreachable_errors() as exc:
+            if time.monotonic() + pause > deadline:
+                raise
+            if pause == 0.1:
+                logger.warning(
+                    "database unreachable (%s: %s) for %s; trying again for up to %g s",
+                    type(exc).__name__,
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+                    what,
+                    within,
+                )
+        await asyncio.sleep(pause)
+        pause = min(2.0, pause * 2)
 
 
 def in_memory_sqlite(alias: str = "default") -> bool:

@@ -114,6 +114,7 @@ def _under_load(
     markers: Path,
     title: str,
     fault: Callable[[], None],
+    prepare: Callable[[], None] | None = None,
 ) -> None:
     markers.mkdir()
     load = Load(server.url, markers, clients=8 if LONG else 4)
@@ -121,6 +122,8 @@ def _under_load(
     load.start()
     began = time.monotonic()
     for _ in range(3 if LONG else 1):
+        if prepare is not None:
+            prepare()  # under load, before the fault
         time.sleep(8 if LONG else 3)
         fault()
         time.sleep(1)
@@ -141,6 +144,7 @@ def _under_load(
     assert load.unanswered() == []
     assert result.stuck == []
     assert result.runs_twice == []
+    assert result.started_twice == []
     assert set(load.created) <= result.ids
     assert result.statuses["completed"] > 0
 
@@ -176,14 +180,11 @@ def test_a_primary_replaced_at_the_same_address_under_load(
 ) -> None:
     server, workers = stack
 
-    def replace() -> None:
-        cluster.add_standby()
-        cluster.replace_primary()
-
     _under_load(
         server,
         workers,
         tmp_path / "markers",
         "PostgreSQL: primary SIGKILLed, its synchronous standby promoted at its address",
-        replace,
+        cluster.replace_primary,
+        prepare=cluster.add_standby,
     )

@@ -241,6 +241,50 @@ class SentinelSet:
         _wait(lambda: self.master() != old, timeout, "the sentinels promoted no replica", 0.05)
         return self.master()
 
+    def replicas(self) -> list[int]:
+        """The ports of the running data nodes other than the master."""
+        master = self.master()
+        return [port for port, node in self.data.items() if node.process and port != master]
+
+    def pause(self, port: int) -> None:
+        """SIGSTOP the data node on ``port``: a replica then falls behind its master."""
+        node = self.data[port]
+        assert node.process is not None
+        node.process.send_signal(signal.SIGSTOP)
+
+    def resume(self, port: int) -> None:
+        node = self.data[port]
+        assert node.process is not None
+        node.process.send_signal(signal.SIGCONT)
+
+    def kill_master_ahead_of_its_replica(
+        self, behind: float, meanwhile: Callable[[], object] | None = None
+    ) -> int:
+        """Pause the replica, let the master take writes alone for ``behind`` seconds, kill
+        the master and resume the replica: the Sentinels promote a replica that never got
+        those writes (jobs queued, jobs started), as when a master dies before its replica
+        caught up. ``behind`` stays under the Sentinels' ``down-after`` so the replica is
+        still eligible. ``meanwhile()`` runs while the master is ahead (within ``behind``
+        seconds). The killed master's port."""
+        (replica,) = self.replicas()
+        master = self.data[self.master()]
+        self.pause(replica)
+        try:
+            # What the master sent before now may still sit in the paused replica's socket;
+            # from now on it sends nothing (the replica cannot connect again while paused).
+            client = master.client()
+            try:
+                client.client_kill_filter(_type="replica")
+            finally:
+                client.close()
+            ahead_since = time.monotonic()
+            if meanwhile is not None:
+                meanwhile()
+            time.sleep(max(0.0, behind - (time.monotonic() - ahead_since)))
+            return self.kill_master()
+        finally:
+            self.resume(replica)
+
     def restart(self, port: int) -> None:
         """Start the data node on ``port`` again (empty: nothing persists); the Sentinels
         make it a replica of the current master."""
@@ -393,8 +437,7 @@ class PostgresCluster:
         _wait(ready, timeout, f"postgres on {instance.port} did not start", 0.05)
 
     def start(self) -> None:
-        settings = ["synchronous_standby_names=*"] if self.standby is not None else []
-        self._start(self.primary, *settings)
+        self._start(self.primary)
 
     def database_url(self, database: str, port: int | None = None) -> str:
         return f"postgres://postgres@127.0.0.1:{port or self.port}/{database}"
@@ -458,8 +501,13 @@ class PostgresCluster:
         )
         self._start(standby, "cluster_name=standby")
         self.standby = standby
-        self.stop("fast")
-        self.start()  # now waiting for the standby at each commit
+        import psycopg
+
+        # From now on each commit waits for the standby (set after the copy: the standby,
+        # once promoted, waits for nobody).
+        with psycopg.connect(self.database_url("postgres"), autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+            conn.execute("SELECT pg_reload_conf()")
         self._wait_streaming()
 
     def _wait_streaming(self) -> None:
@@ -552,6 +600,7 @@ class Load:
     requests: list[Request] = field(default_factory=list)
     created: dict[str, str] = field(default_factory=dict)  # task id → key
     parked: dict[str, str] = field(default_factory=dict)  # task id → question key
+    asking: set[str] = field(default_factory=set)  # keys of the tasks that ask a question
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -594,6 +643,9 @@ class Load:
 
     def _create(self, http: httpx.Client, arguments: dict[str, Any]) -> str | None:
         key = f"k{next(self._keys)}"
+        if arguments.get("ask"):
+            with self._lock:
+                self.asking.add(key)
         params = {"name": "failover_task", "arguments": {**arguments, "key": key}}
         result = self._post(http, "create", "tools/call", params, "failover_task")
         if result is None or result.get("resultType") != "task":
@@ -658,6 +710,13 @@ class Load:
             elif self._stop.is_set() and task.get("statusMessage") == "Queued":
                 return  # queued when the load stopped: the audit follows it
             time.sleep(0.05)
+
+    def burst(self, count: int, seconds: float) -> None:
+        """Start ``count`` tasks that sleep ``seconds`` at once, without following them (a
+        backlog: some wait in the queue, some run)."""
+        with httpx.Client() as http:
+            for _ in range(count):
+                self._create(http, {"marker_dir": str(self.marker_dir), "seconds": seconds})
 
     def park(self, count: int) -> None:
         """Start ``count`` tasks that ask a question and leave them waiting for it."""
@@ -729,6 +788,12 @@ class Load:
         """How many runs of each task key ran to completion (marker files)."""
         return Counter(path.name.split("-")[1] for path in self.marker_dir.glob("done-*"))
 
+    def started_twice(self) -> list[str]:
+        """The keys of tasks without a question whose tool started more than once (a
+        task that asks runs again from the start when it resumes: not counted)."""
+        starts = Counter(path.name.split("-")[1] for path in self.marker_dir.glob("start-*"))
+        return [key for key, count in starts.items() if count > 1 and key not in self.asking]
+
 
 @dataclass
 class Audit:
@@ -738,13 +803,21 @@ class Audit:
     failures: Counter[str]
     stuck: list[tuple[str, str, str]]
     runs_twice: list[str]
+    #: Tasks without a question whose tool started twice (a job run twice at once).
+    started_twice: list[str]
     rows: int
     ids: set[str]
+    #: Tasks whose lost job was queued again from the database.
+    requeued: int
+    #: Questions withdrawn unasked (the tool was told "cancel").
+    withdrawn: int
 
     def summary(self) -> str:
         return (
             f"{self.rows} tasks: {dict(self.statuses)}; failed: {dict(self.failures)}; "
-            f"stuck: {len(self.stuck)}; ran twice to completion: {len(self.runs_twice)}"
+            f"stuck: {len(self.stuck)}; ran twice to completion: {len(self.runs_twice)}; "
+            f"started twice: {len(self.started_twice)}; "
+            f"queued again: {self.requeued}; questions withdrawn: {self.withdrawn}"
         )
 
 
@@ -760,11 +833,21 @@ def audit(database_url: str, load: Load, settle: float) -> Audit:
             break
         time.sleep(0.2)
     completions = load.completions()
+    requeued = db_rows(
+        database_url,
+        "SELECT COUNT(DISTINCT task_id) FROM mcp_tasks_tasklogentry "
+        "WHERE CAST(data AS TEXT) LIKE %s",
+        ("%queued again%",),
+    )[0][0]
+    withdrawn = sum(1 for path in load.marker_dir.glob("done-*") if path.read_text() == "cancel")
     return Audit(
+        requeued=int(requeued),
+        withdrawn=withdrawn,
         statuses=Counter(str(row[1]) for row in rows),
         failures=Counter(str(row[2]) for row in rows if row[1] == "failed"),
         stuck=[(str(row[0]), str(row[1]), str(row[2])) for row in open_rows],
         runs_twice=[key for key, count in completions.items() if count > 1],
+        started_twice=load.started_twice(),
         rows=len(rows),
         ids={str(row[0]) for row in rows},
     )

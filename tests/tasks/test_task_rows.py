@@ -218,6 +218,8 @@ def test_a_claim_and_a_result_sent_from_the_event_loop_write_what_the_orm_path_w
         try:
             claimed = await service.abegin_run(database, "by-loop", "worker-1", 0)
             assert claimed is not None
+            held = await service.abegin_run(database, "by-loop", "worker-2", 0)
+            assert held is None  # a job delivered twice: the task is held
             completed = await service.acomplete(database, claimed, RESULT)
             again = await service.abegin_run(database, "by-loop", "worker-1", 0)
             return claimed, completed, again
