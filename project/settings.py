@@ -85,9 +85,11 @@ TEMPLATES = [
 # --- database -------------------------------------------------------------------------------
 # Persistent connections: each thread that touches the ORM (mcp_tasks runs its ORM work on one
 # thread per process, sync tools on a small pool) keeps its connection instead of opening one
-# per query; health checks replace a connection the server dropped (mcp_tasks pings only
-# connections idle for 30 s; system check mcp_tasks.W005 warns when PostgreSQL connections
-# are not kept).
+# per query; health checks replace a connection the server dropped before a request uses it
+# (mcp_tasks pings only connections idle for 30 s, and replaces without a ping one its server
+# closed: a restart or a primary replaced at the same address costs no request an error;
+# README "High availability"). System check mcp_tasks.W005 warns when PostgreSQL connections
+# are not kept.
 _database: dict[str, Any] = dict(
     dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
@@ -112,6 +114,9 @@ elif _database["ENGINE"] == "django.db.backends.postgresql":
     # and planning them (a third of its CPU per task). Set it to None behind PgBouncer in
     # transaction mode older than 1.21 (or without max_prepared_statements).
     _database.setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
+    # A server that does not answer at all (a primary replaced behind an address that drops
+    # packets) is given up after 5 s, instead of the system's TCP timeout of minutes.
+    _database["OPTIONS"].setdefault("connect_timeout", 5)
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -18,6 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,20 +61,17 @@ def cluster() -> Iterator[PostgresCluster]:
         cluster.close()
 
 
-@pytest.fixture
-def stack(
-    request: pytest.FixtureRequest,
-    cluster: PostgresCluster,
-    task_redis: Any,
-    tmp_path_factory: pytest.TempPathFactory,
+@pytest.fixture(scope="module")
+def pg_stack(
+    cluster: PostgresCluster, stack_redis: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[LiveServer, list[RqWorker]]]:
-    from tests.conftest import _SERVERS
-
+    """An ASGI server (uvicorn) and two task workers on the module's cluster and Redis,
+    shared by the module's tests (each counts the tasks it made, by their creation time)."""
     database = cluster.create_database(f"mcp_{uuid.uuid4().hex[:8]}")
     env = {
         "DATABASE_URL": database,
         **LIVE_SETTINGS,
-        "REDIS_URL": task_redis.url,
+        "REDIS_URL": stack_redis.url,
         "REDIS_PREFIX": f"pg_{uuid.uuid4().hex[:10]}",
         **TIMINGS,
     }
@@ -89,23 +87,35 @@ def stack(
     assert migrated.returncode == 0, migrated.stdout + migrated.stderr
     logs = tmp_path_factory.mktemp("pg-stack")
     server = launch_server(env, logs / "server.log", label="server", server="uvicorn")
-    reported: list[Any] = request.node.stash.setdefault(_SERVERS, [])
-    reported += [server, cluster]
     workers: list[RqWorker] = []
     try:
         for number in (1, 2):
-            worker = start_rq_worker(
-                server.env, logs / f"worker-{number}.log", label=f"rq worker {number}"
+            workers.append(
+                start_rq_worker(
+                    server.env, logs / f"worker-{number}.log", label=f"rq worker {number}"
+                )
             )
-            workers.append(worker)
-            reported.append(worker)
         for worker in workers:
-            worker.wait_ready(task_redis.url)
+            worker.wait_ready(stack_redis.url)
         yield server, workers
     finally:
         for worker in workers:
             worker.stop()
         server.stop()
+
+
+@pytest.fixture
+def stack(
+    request: pytest.FixtureRequest,
+    pg_stack: tuple[LiveServer, list[RqWorker]],
+    cluster: PostgresCluster,
+) -> tuple[LiveServer, list[RqWorker]]:
+    """The module's stack; its and the cluster's output go to a failed test's report."""
+    from tests.conftest import _SERVERS
+
+    server, workers = pg_stack
+    request.node.stash.setdefault(_SERVERS, []).extend([server, cluster, *workers])
+    return pg_stack
 
 
 def _under_load(
@@ -117,6 +127,7 @@ def _under_load(
     prepare: Callable[[], None] | None = None,
 ) -> None:
     markers.mkdir()
+    since = datetime.now(UTC)
     load = Load(server.url, markers, clients=8 if LONG else 4)
     load.park(4 if LONG else 2)
     load.start()
@@ -134,7 +145,7 @@ def _under_load(
     ended = time.monotonic()
     assert all(worker.alive() for worker in workers), "a worker exited"
     assert server.process.poll() is None, "the server exited"
-    result = audit(server.database_url, load, settle=40)
+    result = audit(server.database_url, load, settle=40, since=since)
     outage = {
         "task creation": load.longest_gap("create", began, ended),
         "tasks/get": load.longest_gap("get", began, ended),

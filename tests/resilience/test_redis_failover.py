@@ -17,6 +17,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,7 @@ def test_a_failover_under_load_loses_no_task_and_leaves_no_request_unanswered(
     server, workers = stack
     markers = tmp_path / "markers"
     markers.mkdir()
+    since = datetime.now(UTC)
     load = Load(server.url, markers, clients=8 if LONG else 4)
     load.park(4 if LONG else 2)
     load.start()
@@ -125,7 +127,7 @@ def test_a_failover_under_load_loses_no_task_and_leaves_no_request_unanswered(
     load.stop()
     ended = time.monotonic()
     assert all(worker.alive() for worker in workers)
-    result = audit(server.database_url, load, settle=30)
+    result = audit(server.database_url, load, settle=30, since=since)
     outage = {
         "sentinels' failover": max(failovers),
         "task creation": load.longest_gap("create", began, ended),

@@ -23,7 +23,6 @@ import itertools
 import json
 import os
 import pwd
-import secrets
 import shutil
 import signal
 import subprocess
@@ -33,6 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -821,13 +821,20 @@ class Audit:
         )
 
 
-def audit(database_url: str, load: Load, settle: float) -> Audit:
-    """Wait (at most ``settle`` seconds) until every task of the database has ended, then
-    count them: by status, failures by reason, the ones that never ended (stuck), and the
-    keys that ran to completion more than once."""
+def audit(database_url: str, load: Load, settle: float, since: datetime) -> Audit:
+    """Wait (at most ``settle`` seconds) until every task created since ``since`` has
+    ended, then count them: by status, failures by reason, the ones that never ended
+    (stuck), and the keys that ran (to completion) more than once."""
     deadline = time.monotonic() + settle
+    stamp: Any = since.astimezone(UTC)
+    if database_url.startswith("sqlite:"):  # Django's text form there
+        stamp = stamp.strftime("%Y-%m-%d %H:%M:%S.%f")
     while True:
-        rows = db_rows(database_url, "SELECT id, status, status_message FROM mcp_tasks_task")
+        rows = db_rows(
+            database_url,
+            "SELECT id, status, status_message FROM mcp_tasks_task WHERE created_at >= %s",
+            (stamp,),
+        )
         open_rows = [row for row in rows if row[1] not in TERMINAL]
         if not open_rows or time.monotonic() > deadline:
             break
@@ -836,8 +843,8 @@ def audit(database_url: str, load: Load, settle: float) -> Audit:
     requeued = db_rows(
         database_url,
         "SELECT COUNT(DISTINCT task_id) FROM mcp_tasks_tasklogentry "
-        "WHERE CAST(data AS TEXT) LIKE %s",
-        ("%queued again%",),
+        "WHERE CAST(data AS TEXT) LIKE %s AND created_at >= %s",
+        ("%queued again%", stamp),
     )[0][0]
     withdrawn = sum(1 for path in load.marker_dir.glob("done-*") if path.read_text() == "cancel")
     return Audit(
@@ -874,7 +881,3 @@ def report(title: str, load: Load, audit_: Audit, outage: dict[str, float]) -> s
         with open(path, "a") as out:
             out.write(text + "\n")
     return text
-
-
-def unique_name(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(4)}"
