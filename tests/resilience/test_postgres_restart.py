@@ -132,7 +132,9 @@ def _under_load(
     load.park(4 if LONG else 2)
     load.start()
     began = time.monotonic()
-    for _ in range(3 if LONG else 1):
+    for number in range(3 if LONG else 1):
+        if number:
+            load.park(2)  # questions waiting across this fault too
         if prepare is not None:
             prepare()  # under load, before the fault
         time.sleep(8 if LONG else 3)
@@ -140,7 +142,6 @@ def _under_load(
         time.sleep(1)
         load.answer_parked()
         time.sleep(8 if LONG else 3)
-        load.park(2 if LONG else 0)
     load.stop()
     ended = time.monotonic()
     assert all(worker.alive() for worker in workers), "a worker exited"

@@ -367,6 +367,7 @@ class PostgresCluster:
         self.port = port or free_port()
         self.primary = _Instance(self.root / "primary", self.port)
         self.standby: _Instance | None = None
+        self.standbys = 0
 
     # running as the server's user
 
@@ -482,7 +483,8 @@ class PostgresCluster:
     def add_standby(self) -> None:
         """A streaming standby on a port of its own, synchronous: a commit the primary
         acknowledged is on the standby too (what a failover without data loss needs)."""
-        standby = _Instance(self.root / "standby", free_port())
+        self.standbys += 1
+        standby = _Instance(self.root / f"standby-{self.standbys}", free_port())
         self._run(
             "pg_basebackup",
             "-D",
@@ -736,10 +738,11 @@ class Load:
                     raise AssertionError(f"parked task {task_id} never asked its question")
 
     def answer_parked(self, deadline: float = WAIT) -> None:
-        """Answer the parked questions (again after an error answer, until one is taken or
-        the task no longer waits for it)."""
+        """Answer the questions parked so far (again after an error answer, until one is
+        taken or the task no longer waits for it)."""
         with httpx.Client() as http:
-            for task_id, key in self.parked.items():
+            for task_id, key in list(self.parked.items()):
+                del self.parked[task_id]
                 end = time.monotonic() + deadline
                 while time.monotonic() < end and not self._answer(http, task_id, [key]):
                     task = self._get(http, task_id)
