@@ -131,7 +131,7 @@ def test_every_redis_client_of_mcp_tasks_follows_the_sentinels(
                 client.close()
         return found
 
-    async def write_through_each(label: str) -> str:
+    async def write_through_each(label: str) -> None:
         queue_async = redis_clients.queue_async_client("mcp_tasks")
         bus = redis_clients.layer_async_client("default")
         assert queue_async is not None and bus is not None
@@ -143,29 +143,53 @@ def test_every_redis_client_of_mcp_tasks_follows_the_sentinels(
         finally:
             await queue_async.aclose()
             await bus.aclose()
+
+    async def hears(layer: Any, channel: str) -> str:
+        """A message sent to ``channel`` arrives. Pub/sub keeps nothing for a subscriber
+        that is not connected (while its reader reconnects after a failover): send again
+        until one arrives (the read is never cancelled, which would unsubscribe it)."""
+        receiving = asyncio.ensure_future(layer.receive(channel))
+        deadline = time.monotonic() + 15
+        while not receiving.done() and time.monotonic() < deadline:
+            await redis_clients.riding_out(lambda: layer.send(channel, {"type": "hello"}))
+            await asyncio.wait({receiving}, timeout=0.5)
+        assert receiving.done(), f"nothing arrived on {channel} for 15 s"
+        return str(receiving.result()["type"])
+
+    def sync_write(label: str) -> None:
+        """The sync client's next command goes to the new master (it fails while none)."""
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                sync.set(f"clients-sync-{label}", 1)
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    async def scenario() -> tuple[int, int]:
         layer = get_channel_layer()
-        channel = await layer.new_channel()
-        await redis_clients.riding_out(lambda: layer.send(channel, {"type": "hello"}))
-        message = await asyncio.wait_for(layer.receive(channel), 15)
-        await layer.flush()
-        return str(message["type"])
+        try:
+            early = await layer.new_channel()  # subscribed before the failover
+            assert await hears(layer, early) == "hello"
+            await write_through_each("before")
+            first = sentinels.master()
+            loop = asyncio.get_running_loop()
+            old = await loop.run_in_executor(None, sentinels.kill_master)
+            second = await loop.run_in_executor(None, sentinels.wait_for_new_master, old)
+            await write_through_each("after")
+            assert await hears(layer, early) == "hello"  # its subscription came back
+            assert await hears(layer, await layer.new_channel()) == "hello"
+            await loop.run_in_executor(None, sync_write, "after")
+            return first, second
+        finally:
+            await layer.flush()
 
     sync = redis_clients.queue_client("mcp_tasks")
-    first = sentinels.master()
     sync.set("clients-sync-before", 1)
-    assert asyncio.run(write_through_each("before")) == "hello"
-    old = sentinels.kill_master()
-    second = sentinels.wait_for_new_master(old)
-    assert asyncio.run(write_through_each("after")) == "hello"
-    deadline = time.monotonic() + 15
-    while True:  # the sync client's next command goes to the new master
-        try:
-            sync.set("clients-sync-after", 1)
-            break
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    first, second = asyncio.run(scenario())
+    old = first
     keys = where_the_keys_are()
     assert keys["clients-queue-async-after"] == keys["clients-bus-after"] == second
     assert keys["clients-sync-after"] == second != first
