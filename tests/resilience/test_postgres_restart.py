@@ -154,6 +154,8 @@ def _under_load(
     report(title, load, result, outage)
 
     assert load.unanswered() == []
+    # No task lost its result or failed with the restart: the workers' writes waited for it.
+    assert result.failures == {}
     assert result.stuck == []
     assert result.runs_twice == []
     assert result.started_twice == []
