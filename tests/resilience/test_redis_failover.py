@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import LiveServer, launch_server
+from tests.conftest import LiveServer, launch_server, service_missing
 from tests.support.failover import LONG, Load, SentinelSet, audit, report
 from tests.support.live import LIVE_SETTINGS
 from tests.support.worker_fixtures import RqWorker, start_rq_worker
@@ -46,7 +46,7 @@ TIMINGS = {
 @pytest.fixture(scope="module")
 def sentinels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSet]:
     if shutil.which("redis-server") is None:
-        pytest.fail("redis-server is not installed: apt-get install redis-server", pytrace=False)
+        service_missing("Redis with Sentinels of the test's own", "redis-server is not installed")
     topology = SentinelSet(tmp_path_factory.mktemp("sentinels"))
     try:
         topology.start()
