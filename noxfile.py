@@ -134,16 +134,22 @@ def tests(session: nox.Session, django: str, databases: str) -> None:
         # Embedded defaults: SQLite, in-process channel layer and queue. Tests that need
         # Redis still use the local one when reachable (see tests/conftest.py).
         leg = "SQLite, embedded mode"
-        # The benchmark drivers' smoke runs start servers of their own whatever the leg:
-        # once per run is enough, on the PostgreSQL leg, when one runs (in this session, or
-        # in the matrix's other one) and its services are up. Arguments after -- run them.
+        # The benchmark drivers' smoke runs and the failover tests (marker `failover`: a
+        # Redis with Sentinels and a PostgreSQL cluster of their own) start servers of their
+        # own whatever the leg: once per run is enough, on the PostgreSQL leg, when one runs
+        # (in this session, or in the matrix's other one) and its services are up.
+        # Arguments after -- run them.
         postgres_runs = "postgres" in legs or (
             any("postgres" in databases for _, _, databases in MATRIX)
             and "MCP_TASKS_TEST_DATABASES" not in os.environ
             and _reachable(POSTGRES_URL, 5432)
             and _reachable(REDIS_URL, 6379)
         )
-        once = ["-m", "not benchmark"] if not session.posargs and postgres_runs else None
+        once = (
+            ["-m", "not benchmark and not failover"]
+            if not session.posargs and postgres_runs
+            else None
+        )
         if not _pytest(session, leg, {**base, "DATABASE_URL": None, "REDIS_URL": None}, once):
             failed.append(leg)
 

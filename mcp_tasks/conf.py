@@ -325,6 +325,14 @@ class _ClientsWithoutTasks(_Tasks):
         "A task still queued after this many seconds whose job vanished (Redis restarted "
         "without persistence) is queued again.",
     )
+    REDIS_FAILOVER_WAIT: Seconds = setting(
+        5.0,
+        "Seconds a write to Redis that a request or a running task waits on (a new task's "
+        "job queued, a task's question announced) is tried again, on new connections, while "
+        "Redis is unreachable (a Sentinel failover, a restart) before it fails: cover the "
+        "Sentinels' failover time (`down-after-milliseconds` plus a second or two). See "
+        "[High availability](../how-to/high-availability.md).",
+    )
     INPUT_HOLD_WINDOW: Seconds = setting(
         5.0,
         "Seconds a worker waits for an answer to `ctx.elicit`/`ctx.sample` before it lets go "

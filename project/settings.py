@@ -8,6 +8,9 @@ switched on by environment variables:
 - ``REDIS_URL`` (e.g. ``redis://127.0.0.1:6379/0``) → channels_redis channel layer and the
   django-rq queue on that Redis; ``REDIS_PREFIX`` keeps several deployments (or test runs)
   apart on one Redis;
+- ``REDIS_SENTINELS`` (e.g. ``10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379``) with
+  ``REDIS_MASTER_NAME`` (and ``REDIS_DB``) → the same on the Redis those Sentinels name
+  master, followed through a failover (instead of ``REDIS_URL``);
 - ``ALLOWED_HOSTS`` (comma-separated) → added to the loopback hosts;
 - ``MCP_ALLOWED_ORIGINS`` (comma-separated) → browser origins allowed to call ``/mcp``;
 - ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG`` (``0``/``1``).
@@ -82,9 +85,11 @@ TEMPLATES = [
 # --- database -------------------------------------------------------------------------------
 # Persistent connections: each thread that touches the ORM (mcp_tasks runs its ORM work on one
 # thread per process, sync tools on a small pool) keeps its connection instead of opening one
-# per query; health checks replace a connection the server dropped (mcp_tasks pings only
-# connections idle for 30 s; system check mcp_tasks.W005 warns when PostgreSQL connections
-# are not kept).
+# per query; health checks replace a connection the server dropped before a request uses it
+# (mcp_tasks pings only connections idle for 30 s, and replaces without a ping one its server
+# closed: a restart or a primary replaced at the same address costs no request an error;
+# README "High availability"). System check mcp_tasks.W005 warns when PostgreSQL connections
+# are not kept.
 _database: dict[str, Any] = dict(
     dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
@@ -109,20 +114,45 @@ elif _database["ENGINE"] == "django.db.backends.postgresql":
     # and planning them (a third of its CPU per task). Set it to None behind PgBouncer in
     # transaction mode older than 1.21 (or without max_prepared_statements).
     _database.setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
+    # A server that does not answer at all (a primary replaced behind an address that drops
+    # packets) is given up after 5 s, instead of the system's TCP timeout of minutes.
+    _database["OPTIONS"].setdefault("connect_timeout", 5)
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: channel layer and queue ----------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
 REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "mcp_tasks")
+# Redis Sentinel (README "High availability"): every Redis user follows the master the
+# Sentinels name, each library configured its own way: django-rq's SENTINELS/MASTER_NAME,
+# channels_redis' sentinels/master_name (system checks mcp_tasks.E019 and W016 compare them).
+REDIS_SENTINELS = [
+    (host, int(port))
+    for host, _, port in (entry.rpartition(":") for entry in _env_list("REDIS_SENTINELS"))
+]
+REDIS_MASTER_NAME = os.environ.get("REDIS_MASTER_NAME", "mymaster")
+REDIS_DB = int(os.environ.get("REDIS_DB", "0"))
+#: Seconds a Redis read or connect may take before the client gives up on that server (and,
+#: with Sentinel, asks the Sentinels again): a master that vanished without closing its
+#: connections is left after this long.
+REDIS_SOCKET_TIMEOUT = 10
 
-if REDIS_URL:
+_redis_host: str | dict[str, Any] = REDIS_URL
+if REDIS_SENTINELS:
+    _redis_host = {
+        "sentinels": REDIS_SENTINELS,
+        "master_name": REDIS_MASTER_NAME,
+        "db": REDIS_DB,
+        "socket_timeout": REDIS_SOCKET_TIMEOUT,
+        "socket_connect_timeout": REDIS_SOCKET_TIMEOUT,
+    }
+if _redis_host:
     CHANNEL_LAYERS = {
         "default": {
             # The pub/sub layer: one reader per process that requests never cancel
             # (RedisChannelLayer can lose messages when they do: system check mcp_tasks.W004).
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": REDIS_PREFIX},
+            "CONFIG": {"hosts": [_redis_host], "prefix": REDIS_PREFIX},
         }
     }
 else:
@@ -132,7 +162,18 @@ else:
 # With REDIS_URL the `mcp_tasks` queue lives on that Redis and `manage.py rqworker mcp_tasks`
 # runs the jobs. Without it (embedded mode) the queue is an in-process fake Redis and a
 # worker thread inside the ASGI server runs them (MCP_TASKS["EMBEDDED_WORKER"] below).
-RQ_QUEUES = {"mcp_tasks": {"URL": REDIS_URL or "redis://127.0.0.1:6379/0", "DEFAULT_TIMEOUT": 3600}}
+RQ_QUEUES: dict[str, dict[str, Any]] = {
+    "mcp_tasks": {"URL": REDIS_URL or "redis://127.0.0.1:6379/0", "DEFAULT_TIMEOUT": 3600}
+}
+if REDIS_SENTINELS:
+    RQ_QUEUES["mcp_tasks"] = {
+        "SENTINELS": REDIS_SENTINELS,
+        "MASTER_NAME": REDIS_MASTER_NAME,
+        "DB": REDIS_DB,
+        "SOCKET_TIMEOUT": REDIS_SOCKET_TIMEOUT,
+        "CONNECTION_KWARGS": {"socket_connect_timeout": REDIS_SOCKET_TIMEOUT},
+        "DEFAULT_TIMEOUT": 3600,
+    }
 RQ = {"WORKER_CLASS": "mcp_tasks.tasks.worker.TaskWorker"}
 
 # --- MCP ------------------------------------------------------------------------------------
@@ -145,7 +186,7 @@ MCP_TASKS: dict[str, Any] = {
         "`greet_with_question` tools; `account_info` needs the `account:read` scope."
     ),
     "ALLOWED_ORIGINS": _env_list("MCP_ALLOWED_ORIGINS"),
-    "EMBEDDED_WORKER": not REDIS_URL,
+    "EMBEDDED_WORKER": not _redis_host,
     # Sign-in: tokens issued by django-oauth-toolkit below; its issuer is this origin.
     "TOKEN_VERIFIER": "mcp_tasks.auth.verifiers.dot.verify",
     "AUTHORIZATION_SERVERS": ["/"],

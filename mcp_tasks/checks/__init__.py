@@ -20,6 +20,7 @@ from .approvals import check_approvals
 from .companions import check_companions
 from .metrics import check_metrics
 from .oauth import check_oauth
+from .redis import check_redis
 from .tools import check_tools
 from .workers import check_workers
 
@@ -45,6 +46,7 @@ def check_mcp_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
         messages += check_oauth()
         messages += _check_notifications()
         messages += check_workers()
+        messages += check_redis()
         messages += check_metrics()
         messages += check_companions()
     messages += _check_database_connections()

@@ -6,19 +6,27 @@ Connections persist when the project sets ``CONN_MAX_AGE`` (every ORM call of a 
 runs on that one thread, so one connection serves them all). Each call is a "request" to
 Django's connection handling: a connection that raised or grew too old is closed after
 it. ``CONN_HEALTH_CHECKS`` would ping the database before every call; here only a
-connection idle for more than :data:`IDLE_CHECK_AFTER` seconds is pinged first.
+connection idle for more than :data:`IDLE_CHECK_AFTER` seconds is pinged first. One its
+server closed meanwhile (restarting, replaced at the same address) is replaced before the
+call (:func:`quiet`), so a restart costs no call its answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import logging
+import select
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connections
+
+logger = logging.getLogger("mcp_tasks.tasks")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -44,7 +52,8 @@ def calling_loop() -> asyncio.AbstractEventLoop | None:
 
 def _check_idle_connections_only() -> None:
     """Django's health check pings before every call: mark recently used connections as
-    checked, so that only one idle for :data:`IDLE_CHECK_AFTER` seconds is pinged."""
+    checked, so that only one idle for :data:`IDLE_CHECK_AFTER` seconds is pinged, or one
+    whose server has said something since it was last used (:func:`quiet`)."""
     now = time.monotonic()
     last = getattr(_caller, "used_at", None)
     _caller.used_at = now
@@ -55,8 +64,35 @@ def _check_idle_connections_only() -> None:
             connection.health_check_done = True  # type: ignore[attr-defined]
 
 
+def _drop_closed_connections() -> None:
+    """Close the kept connections their server closed since they were last used (it
+    restarted, crashed, or another server took its address): the call connects afresh
+    instead of failing on them. Whatever ``CONN_HEALTH_CHECKS`` says; no round trip."""
+    for connection in connections.all(initialized_only=True):
+        raw = connection.connection
+        if raw is not None and not connection.in_atomic_block and not quiet(raw):
+            with contextlib.suppress(Exception):
+                connection.close()
+
+
+def quiet(raw: Any) -> bool:
+    """Whether an idle psycopg 3 connection has nothing to read: no word from its server
+    since it was last used. A server that shut down, crashed or was replaced closed it,
+    most often with a last message, so its socket reads at once. A look at the socket, no
+    round trip. Other drivers: True (nothing is known)."""
+    pgconn = getattr(raw, "pgconn", None)
+    if pgconn is None:
+        return True
+    try:
+        readable, _, _ = select.select([pgconn.socket], [], [], 0)
+    except Exception:  # closed, or no socket: let the ping decide
+        return False
+    return not readable
+
+
 def _run(loop: asyncio.AbstractEventLoop, fn: Callable[..., R], args: Any, kwargs: Any) -> R:
     _caller.loop = loop
+    _drop_closed_connections()
     close_old_connections()
     _check_idle_connections_only()
     try:
@@ -79,6 +115,48 @@ def db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
         return result
 
     return call
+
+
+@functools.cache
+def unreachable_errors() -> tuple[type[BaseException], ...]:
+    """What a database that cannot be reached for now raises (restarting, its primary being
+    replaced, a connection it dropped): Django's ``OperationalError`` and
+    ``InterfaceError``, and psycopg's own (the statements sent from an event loop,
+    :mod:`mcp_tasks.tasks.loop_database`)."""
+    errors: list[type[BaseException]] = [OperationalError, InterfaceError]
+    try:
+        import psycopg
+    except ImportError:
+        pass
+    else:
+        errors += [psycopg.OperationalError, psycopg.InterfaceError]
+    return tuple(errors)
+
+
+async def persistently(call: Callable[[], Awaitable[R]], within: float, what: str) -> R:
+    """``await call()``, again while the database cannot be reached (backing off from
+    0.1 s to 2 s; each try on a new connection: Django closes one that failed after the
+    call) for up to ``within`` seconds; then its error. For writes that are safe to send
+    twice (conditional updates, a transaction that finds what it wrote): a try whose commit
+    went through but whose answer was lost is harmless. ``what`` names it in the log."""
+    deadline = time.monotonic() + within
+    pause = 0.1
+    while True:
+        try:
+            return await call()
+        except unreachable_errors() as exc:
+            if time.monotonic() + pause > deadline:
+                raise
+            if pause == 0.1:
+                logger.warning(
+                    "database unreachable (%s: %s) for %s; trying again for up to %g s",
+                    type(exc).__name__,
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+                    what,
+                    within,
+                )
+        await asyncio.sleep(pause)
+        pause = min(2.0, pause * 2)
 
 
 def in_memory_sqlite(alias: str = "default") -> bool:

@@ -14,10 +14,11 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
 
 from channels.layers import get_channel_layer
+from django.utils import timezone
 
 from .. import sessions
 from ..auth import AccessToken
@@ -30,8 +31,8 @@ from ..authoring.registry import MCPServer, ToolSpec, mcp
 from ..authoring.retries import DEFAULT_RETRY, Retry, RetryTask
 from ..authoring.tool_call import error_result, failure_result, run_tool, validate_arguments
 from ..conf import get_config
-from ..core import background, groups, log_fields, trace_hook
-from ..core.db import db
+from ..core import background, groups, log_fields, redis_clients, trace_hook
+from ..core.db import db, persistently
 from ..core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, notification
 from ..core.task_contract import Caller
 from ..exceptions import ProtocolError, ToolError
@@ -40,6 +41,9 @@ from . import approvals, crypto, notify, service
 from .runtime import JobSlot, Runtime, TaskWatch, runtime_for_loop
 
 logger = logging.getLogger("mcp_tasks.tasks")
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _loops = threading.local()
 
@@ -53,6 +57,26 @@ class QuestionFailed(BaseException):
     """A question could not be stored, or its answer read back (the database refused): the
     task fails with the reason rather than let the tool go on as if it had been dismissed.
     A ``BaseException``, so that no ``except Exception`` in the tool swallows it."""
+
+
+def patience() -> float:
+    """Seconds a job keeps trying its task's own writes (its claim, progress, questions,
+    the result or failure) while the database cannot be reached (restarting, its primary
+    being replaced): as long as the task may go without a heartbeat (``TASK_LOST_AFTER``),
+    past which the housekeeping counts it lost anyway."""
+    return float(get_config().TASK_LOST_AFTER)
+
+
+def durable(fn: Callable[P, R], what: str) -> Callable[P, Awaitable[R]]:
+    """:func:`~mcp_tasks.core.db.db` of ``fn``, tried again while the database cannot be
+    reached, for up to :func:`patience` seconds. For the task service's writes that are
+    safe to send twice."""
+    call = db(fn)
+
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await persistently(lambda: call(*args, **kwargs), patience(), what)
+
+    return run
 
 
 def _loop() -> asyncio.AbstractEventLoop:
@@ -104,7 +128,9 @@ class TaskBackend:
         self, progress: float, total: float | None, message: str | None
     ) -> None:
         self._check_running()
-        await db(service.report_progress)(self.task, progress, total, message)
+        await durable(service.report_progress, "a task's progress")(
+            self.task, progress, total, message
+        )
         token = self.snapshot.progress_token
         if self.snapshot.era == "legacy" and token is not None:
             # 2025-11-25: the creating request's progress token stays valid for the task's life.
@@ -118,7 +144,7 @@ class TaskBackend:
 
     async def log(self, level: str, data: Any, logger_name: str | None) -> None:
         self._check_running()
-        await db(service.add_log)(self.task.id, level, logger_name, data)
+        await durable(service.add_log, "a task's log line")(self.task.id, level, logger_name, data)
         if self.snapshot.era != "legacy":
             return  # the modern tasks extension has no log notifications for tasks
         threshold = await sessions.log_level_of(self.task.session_id)
@@ -155,7 +181,7 @@ class TaskBackend:
         self.sequence += len(questions)
         self.watch.changed.clear()  # from here on, the wake-up of an answer is kept
         try:
-            rows = await db(service.ask_all)(
+            rows = await durable(service.ask_all, "a task's questions")(
                 self.task.id,
                 first,
                 [
@@ -184,7 +210,10 @@ class TaskBackend:
                 session_id = self.task.session_id if self.snapshot.era == "legacy" else None
                 for_staff = all(question.staff is not None for question in questions)
                 status = "working" if for_staff else "input_required"
-                await notify.apublish_task_change(self.task.id, status, session_id)
+                # Through a Redis failover (up to REDIS_FAILOVER_WAIT) rather than withdraw.
+                await redis_clients.riding_out(
+                    lambda: notify.apublish_task_change(self.task.id, status, session_id)
+                )
             except Exception:
                 logger.exception(
                     "could not announce the questions of task %s",
@@ -193,7 +222,7 @@ class TaskBackend:
                 )
                 for key in keys:
                     if key is not None:
-                        await db(service.withdraw)(self.task.id, key)
+                        await durable(service.withdraw, "a task's question")(self.task.id, key)
                 keys = [None] * len(keys)
             else:
                 answers = await self._hold(keys, answers)
@@ -221,18 +250,28 @@ class TaskBackend:
             "approvers": approval.approvers,
         }
         self.watch.changed.clear()
-        row = await db(approvals.ask_approval)(
+        row = await durable(approvals.ask_approval, "a task's approval")(
             self.task.id, params, approval.audience, self.runtime.name
         )
         answer = service.answer_in(row)
         if answer is None:
             session_id = self.task.session_id if self.snapshot.era == "legacy" else None
-            await notify.apublish_task_change(self.task.id, "working", session_id)
+            try:
+                await redis_clients.riding_out(
+                    lambda: notify.apublish_task_change(self.task.id, "working", session_id)
+                )
+            except Exception:  # staff find it in the admin all the same
+                logger.warning(
+                    "could not announce the approval of task %s",
+                    self.task.id,
+                    exc_info=True,
+                    extra=log_fields.of(self.task),
+                )
             (answer,) = await self._hold([row.key], [None])
         return answer
 
     async def _answers(self, keys: list[str | None]) -> list[Any]:
-        return await db(service.answers_of)(self.task.id, keys)
+        return await durable(service.answers_of, "a task's answers")(self.task.id, keys)
 
     def _woken_with(self, keys: list[str | None], answers: list[Any]) -> list[Any] | None:
         """Every missing answer, as the wake-up brought them (committed before it was
@@ -279,7 +318,7 @@ class TaskBackend:
         while not _all_answered(keys, answers):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                if not await db(service.release)(self.task.id):
+                if not await durable(service.release, "a task's wait")(self.task.id):
                     raise TaskSuspended(self.task.id)
                 answers = await self._answers(keys)  # answered just as the window closed
                 break
@@ -306,10 +345,12 @@ def _all_answered(keys: list[str | None], answers: list[Any]) -> bool:
     return all(answer is not None for key, answer in zip(keys, answers, strict=True) if key)
 
 
-def _begin(task_id: str, worker_name: str, run: int | None) -> tuple[Task | None, Any]:
+def _begin(
+    task_id: str, worker_name: str, run: int | None, claimed_at: Any = None
+) -> tuple[Task | None, Any]:
     """The job starts (:func:`~mcp_tasks.tasks.service.begin_run`): the task, and the user
     it runs for (None when anonymous or gone)."""
-    task = service.begin_run(task_id, worker_name, run)
+    task = service.begin_run(task_id, worker_name, run, claimed_at)
     return task, _user_of(task) if task is not None else None
 
 
@@ -325,21 +366,39 @@ def _user_of(task: Task) -> Any:
 
 async def _begin_job(runtime: Runtime, task_id: str, run: int | None) -> tuple[Task | None, Any]:
     """:func:`_begin`, from the runtime's event loop when it can (a numbered job on
-    PostgreSQL: the user, if any, is then read in Django's thread)."""
+    PostgreSQL: the user, if any, is then read in Django's thread). Tried again while the
+    database cannot be reached; each try is the same claim (its time included), so one that
+    went through but whose answer was lost is recognised."""
     database = runtime.database
+    claimed_at = timezone.now()
     if database is None or run is None:
-        return await runtime.call_db(_begin, task_id, runtime.name, run)
-    task = await service.abegin_run(database, task_id, runtime.name, run)
+        return await persistently(
+            lambda: runtime.call_db(_begin, task_id, runtime.name, run, claimed_at),
+            patience(),
+            "a job's start",
+        )
+    task = await persistently(
+        lambda: service.abegin_run(database, task_id, runtime.name, run, claimed_at),
+        patience(),
+        "a job's start",
+    )
     if task is None or not task.principal_scope.startswith("user:"):
         return task, None
-    return task, await runtime.call_db(_user_of, task)
+    return task, await persistently(
+        lambda: runtime.call_db(_user_of, task), patience(), "a task's user"
+    )
 
 
 async def _complete(runtime: Runtime, task: Task, result: dict[str, Any]) -> None:
-    if runtime.database is None:
-        await runtime.call_db(service.complete, task, result)
-    else:
-        await service.acomplete(runtime.database, task, result)
+    """The result goes in, tried again while the database cannot be reached."""
+    database = runtime.database
+
+    async def complete() -> bool:
+        if database is None:
+            return await runtime.call_db(service.complete, task, result)
+        return await service.acomplete(database, task, result)
+
+    await persistently(complete, patience(), "a task's result")
 
 
 async def execute(
@@ -359,91 +418,117 @@ async def execute(
         task, user = await _begin_job(runtime, task_id, run)
         if task is None:
             return
+        watch.claimed = True
         with log_fields.running(task), _job_span(task):
-            fail = db(service.fail)
-            tool = server.tools.get(task.tool_name)
-            if tool is None:
-                await fail(
-                    task.id, {"code": INVALID_PARAMS, "message": f"Unknown tool: {task.tool_name}"}
-                )
-                return
-            snapshot = task.snapshot
             try:
-                secrets = crypto.unseal(snapshot.sealed) or {}
-            except crypto.SnapshotDecryptionError as exc:
-                await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
-                return
-            try:
-                validated = validate_arguments(tool, task.arguments)
-            except ValueError as exc:
-                await _complete(runtime, task, error_result(str(exc)))
-                return
-            caller = service.stored_caller(task, secrets)
-            access_token = AccessToken.from_record(caller.access_token)
-            if not tool.access.is_open and not await db(allowed_now)(
-                tool.access, access_token, user
-            ):
-                # Checked afresh before every job (start and each resume): a revoked permission
-                # or a deactivated user stops the task here.
-                message = (
-                    f"The task's caller may no longer use tool {task.tool_name!r} "
-                    "(a permission or scope it requires is missing)"
-                )
-                await fail(task.id, {"code": INVALID_PARAMS, "message": message}, message)
-                return
-            backend = TaskBackend(task, snapshot, watch, runtime, slot)
-            context = await _context(task, caller, backend, access_token, user)
-            if watch.ended:
-                return  # cancelled while it was starting
-            retries = tool.task.retries or DEFAULT_RETRY
-            if tool.approval is None:
-                running = run_tool(tool, validated, context, transient=retries.is_transient)
-            else:
-                running = _run_approved(tool, backend, context, retries)
-            if trace_hook.tracer is not None:
-                running = _traced_tool(trace_hook.tracer, running, tool.name, task.id)
-            tool_run = watch.tool = asyncio.ensure_future(running)
-            try:
-                done, _ = await asyncio.wait({tool_run}, timeout=timeout)
-            except asyncio.CancelledError:
-                tool_run.cancel()
+                await _run_claimed(task, user, server, runtime, watch, slot, timeout)
+            except Exception as exc:
+                # Not the tool's own failure (those end the task in _run_claimed): what the
+                # job needs failed (restoring the caller's context, a write the database
+                # refused). The task ends now, with the reason, rather than when its
+                # heartbeat is found missing (once more only: a database unreachable for
+                # all of patience() is not waited for twice).
+                message = f"The task stopped: {type(exc).__name__}: {exc}"[:2000]
+                with contextlib.suppress(Exception):
+                    await db(service.fail)(
+                        task.id, {"code": INTERNAL_ERROR, "message": message}, message
+                    )
                 raise
-            if not done:
-                message = f"The task timed out after {timeout:g} s"
-                await fail(task.id, {"code": INTERNAL_ERROR, "message": message}, message)
-                watch.end()  # the tool gets CancelledError; the job does not wait for it
-                tool_run.add_done_callback(background.ignore_outcome)
-                return
-            try:
-                result = tool_run.result()
-            except asyncio.CancelledError:
-                if not watch.ended:
-                    raise
-                return  # the task was cancelled: its status already says so
-            except (TaskSuspended, service.TaskEnded):
-                return
-            except QuestionFailed as exc:
-                message = f"The task stopped: {exc}"
-                await fail(task.id, {"code": INTERNAL_ERROR, "message": message}, message)
-                return
-            except service.ReplayMismatch as exc:
-                await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
-                return
-            except ProtocolError as exc:
-                await fail(task.id, exc.to_dict())
-                return
-            except Exception as exc:  # transient: run_tool let it through
-                slot.release()  # between attempts the task holds no slot
-                await _retry_or_end(runtime, tool, task, retries, exc)
-                return
-            except BaseException as exc:
-                # rq's job timeout (SIGALRM under rq's own workers) and anything else that escaped.
-                await fail(
-                    task.id,
-                    {"code": INTERNAL_ERROR, "message": f"The task stopped: {type(exc).__name__}"},
-                )
-                raise
-            await _complete(runtime, task, result)
+
+
+async def _run_claimed(
+    task: Task,
+    user: Any,
+    server: MCPServer,
+    runtime: Runtime,
+    watch: TaskWatch,
+    slot: JobSlot,
+    timeout: float | None,
+) -> None:
+    """The job's task is claimed: restore its caller's context and run the tool to its
+    end (a result, an error, a suspension)."""
+    fail = durable(service.fail, "a task's failure")
+    tool = server.tools.get(task.tool_name)
+    if tool is None:
+        await fail(task.id, {"code": INVALID_PARAMS, "message": f"Unknown tool: {task.tool_name}"})
+        return
+    snapshot = task.snapshot
+    try:
+        secrets = crypto.unseal(snapshot.sealed) or {}
+    except crypto.SnapshotDecryptionError as exc:
+        await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
+        return
+    try:
+        validated = validate_arguments(tool, task.arguments)
+    except ValueError as exc:
+        await _complete(runtime, task, error_result(str(exc)))
+        return
+    caller = service.stored_caller(task, secrets)
+    access_token = AccessToken.from_record(caller.access_token)
+    if not tool.access.is_open and not await durable(allowed_now, "a task's permissions")(
+        tool.access, access_token, user
+    ):
+        # Checked afresh before every job (start and each resume): a revoked permission
+        # or a deactivated user stops the task here.
+        message = (
+            f"The task's caller may no longer use tool {task.tool_name!r} "
+            "(a permission or scope it requires is missing)"
+        )
+        await fail(task.id, {"code": INVALID_PARAMS, "message": message}, message)
+        return
+    backend = TaskBackend(task, snapshot, watch, runtime, slot)
+    context = await _context(task, caller, backend, access_token, user)
+    if watch.ended:
+        return  # cancelled while it was starting
+    retries = tool.task.retries or DEFAULT_RETRY
+    if tool.approval is None:
+        running = run_tool(tool, validated, context, transient=retries.is_transient)
+    else:
+        running = _run_approved(tool, backend, context, retries)
+    if trace_hook.tracer is not None:
+        running = _traced_tool(trace_hook.tracer, running, tool.name, task.id)
+    tool_run = watch.tool = asyncio.ensure_future(running)
+    try:
+        done, _ = await asyncio.wait({tool_run}, timeout=timeout)
+    except asyncio.CancelledError:
+        tool_run.cancel()
+        raise
+    if not done:
+        message = f"The task timed out after {timeout:g} s"
+        await fail(task.id, {"code": INTERNAL_ERROR, "message": message}, message)
+        watch.end()  # the tool gets CancelledError; the job does not wait for it
+        tool_run.add_done_callback(background.ignore_outcome)
+        return
+    try:
+        result = tool_run.result()
+    except asyncio.CancelledError:
+        if not watch.ended:
+            raise
+        return  # the task was cancelled: its status already says so
+    except (TaskSuspended, service.TaskEnded):
+        return
+    except QuestionFailed as exc:
+        message = f"The task stopped: {exc}"
+        await fail(task.id, {"code": INTERNAL_ERROR, "message": message}, message)
+        return
+    except service.ReplayMismatch as exc:
+        await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
+        return
+    except ProtocolError as exc:
+        await fail(task.id, exc.to_dict())
+        return
+    except Exception as exc:  # transient: run_tool let it through
+        slot.release()  # between attempts the task holds no slot
+        await _retry_or_end(runtime, tool, task, retries, exc)
+        return
+    except BaseException as exc:
+        # rq's job timeout (SIGALRM under rq's own workers) and anything else that escaped.
+        await fail(
+            task.id,
+            {"code": INTERNAL_ERROR, "message": f"The task stopped: {type(exc).__name__}"},
+        )
+        raise
+    await _complete(runtime, task, result)
 
 
 def _job_span(task: Task) -> contextlib.AbstractContextManager[object]:
@@ -529,7 +614,9 @@ async def _retry_or_end(
             exc_info=error,
             extra=log_fields.of(task),
         )
-        await db(service.retry_later)(task.id, task.runs, retries.attempts, delay, why)
+        await durable(service.retry_later, "a task's next attempt")(
+            task.id, task.runs, retries.attempts, delay, why
+        )
         return
     await _complete(runtime, task, failure_result(tool, error))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -287,7 +287,9 @@ def snapshot_secrets(task: Task) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def begin_run(task_id: str, worker_name: str, run: int | None = None) -> Task | None:
+def begin_run(
+    task_id: str, worker_name: str, run: int | None = None, claimed_at: datetime | None = None
+) -> Task | None:
     """Job number ``run`` starts working on the task (loaded with its snapshot); None when
     there is nothing to do (the task ended, waits for answers, or a newer job replaced
     this one). One conditional update: only a ``working`` task of that run is taken."""
@@ -305,22 +307,35 @@ def begin_run(task_id: str, worker_name: str, run: int | None = None) -> Task | 
             return None
         task = rows.task_with_snapshot(task_id)
     else:
-        task = rows.claim_task(task_id, *_claim(worker_name, run))
+        task = rows.claim_task(task_id, *_claim(worker_name, run, claimed_at))
     return task if metrics_hook.recorder is None else _first_start(task, run)
 
 
 async def abegin_run(
-    database: LoopDatabase, task_id: str, worker_name: str, run: int
+    database: LoopDatabase,
+    task_id: str,
+    worker_name: str,
+    run: int,
+    claimed_at: datetime | None = None,
 ) -> Task | None:
     """:func:`begin_run` of a numbered job, sent from the worker's event loop."""
-    task = await rows.aclaim_task(database, task_id, *_claim(worker_name, run))
+    claim = _claim(worker_name, run, claimed_at)
+    task = await rows.aclaim_task(database, task_id, *claim)
     return task if metrics_hook.recorder is None else _first_start(task, run)
 
 
-def _claim(worker_name: str, run: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def _claim(
+    worker_name: str, run: int, claimed_at: datetime | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The condition and the changes of job number ``run``'s claim. The status stays
-    ``working``: nobody needs to hear of it."""
-    now = timezone.now()
+    ``working``: nobody needs to hear of it.
+
+    Only a task no job holds is claimed (no heartbeat yet): a job delivered twice (a
+    Redis failover that lost the record of its start, so the job waits again on the new
+    master) finds its task held and ends without running the tool a second time. A claim
+    sent again with the same ``claimed_at`` (its answer was lost with a database
+    connection, :func:`mcp_tasks.core.db.persistently`) finds its own heartbeat and holds."""
+    now = claimed_at or timezone.now()
     changes: dict[str, Any] = {
         "heartbeat_at": now,
         "worker_name": worker_name[:255],
@@ -331,7 +346,8 @@ def _claim(worker_name: str, run: int) -> tuple[dict[str, Any], dict[str, Any]]:
     else:
         changes["status_message"] = "Resumed"
     changes["updated_at"] = now
-    return {"status": TaskStatus.WORKING, "runs": run}, changes
+    unheld = {"status": TaskStatus.WORKING, "runs": run, f"heartbeat_at{rows.NULL_OR}": now}
+    return unheld, changes
 
 
 def retry_later(
@@ -382,10 +398,11 @@ def note_waiting_for_limit(task_ids: list[str]) -> int:
 
 def heartbeat(task_ids: list[str]) -> dict[str, str]:
     """Mark running tasks alive; returns the status of each (tasks that are gone are
-    missing)."""
-    Task.objects.filter(pk__in=task_ids).exclude(status__in=TERMINAL_STATUSES).update(
-        heartbeat_at=timezone.now()
-    )
+    missing). A task no job holds any more (let go for its answers, its next attempt or
+    a lost job queued again: no heartbeat) is left so: its next job claims it."""
+    Task.objects.filter(pk__in=task_ids, heartbeat_at__isnull=False).exclude(
+        status__in=TERMINAL_STATUSES
+    ).update(heartbeat_at=timezone.now())
     return dict(Task.objects.filter(pk__in=task_ids).values_list("id", "status"))
 
 

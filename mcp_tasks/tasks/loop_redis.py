@@ -4,10 +4,13 @@ queued without a hop to a thread.
 rq is synchronous. :func:`aenqueue` lets rq write a job exactly as it does
 (:func:`mcp_tasks.tasks.queue.stage_enqueue`: rq's own ``enqueue_job``, into a pipeline
 that only records the commands, no I/O), then sends those commands in one MULTI/EXEC from
-``redis.asyncio`` (with the jobs queued meanwhile), over a connection pool of its own per event loop with the parameters
-of the queue's connection. Where those parameters cannot be carried over (a Sentinel or
-cluster connection, a connect callback, an in-process fake Redis), the job is queued
-from a thread as before.
+``redis.asyncio`` (with the jobs queued meanwhile), over a client of its own per event loop
+made from the queue's ``RQ_QUEUES`` entry (:func:`mcp_tasks.core.redis_clients.queue_async_client`:
+a fixed address or a Sentinel service, as django-rq reads it). While that Redis cannot be
+reached (restarting, or a Sentinel failover under way) the batch is sent again, on new
+connections, for up to ``REDIS_FAILOVER_WAIT`` seconds. Where no async client can be made
+(the in-process fake Redis of embedded mode, a cache's client), the job is queued from a
+thread as before.
 """
 
 from __future__ import annotations
@@ -19,68 +22,15 @@ from typing import Any
 import redis
 import redis.asyncio
 
+from ..conf import get_config
+from ..core import redis_clients
 from . import fair_queue
 from .coalesce import Coalesced, Outcome, awaited
 from .queue import QUEUE_SETTINGS, enqueue, get_queue, stage_enqueue
 
-#: The synchronous connection classes that have an ``redis.asyncio`` twin.
-_TWINS: dict[type[Any], type[Any]] = {
-    redis.connection.Connection: redis.asyncio.connection.Connection,
-    redis.connection.SSLConnection: redis.asyncio.connection.SSLConnection,
-    redis.connection.UnixDomainSocketConnection: redis.asyncio.connection.UnixDomainSocketConnection,
-}
-
-#: Connection parameters that mean the same to both clients (plain values).
-_CARRIED = frozenset(
-    {
-        "host",
-        "port",
-        "path",
-        "db",
-        "username",
-        "password",
-        "credential_provider",
-        "socket_timeout",
-        "socket_connect_timeout",
-        "socket_keepalive",
-        "socket_keepalive_options",
-        "socket_read_size",
-        "retry_on_timeout",
-        "health_check_interval",
-        "client_name",
-        "protocol",
-        "ssl_keyfile",
-        "ssl_certfile",
-        "ssl_cert_reqs",
-        "ssl_ca_certs",
-        "ssl_ca_data",
-        "ssl_check_hostname",
-        "ssl_min_version",
-        "ssl_ciphers",
-    }
-)
-
 _senders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Sender | None]] = (
     weakref.WeakKeyDictionary()
 )
-
-
-def twin_of(connection: Any) -> redis.asyncio.Redis | None:
-    """An async client of the same server as the synchronous client ``connection``, or
-    None when its connection cannot be carried over."""
-    if type(connection) is not redis.Redis:
-        return None  # e.g. fakeredis in embedded mode, a cluster client
-    pool = connection.connection_pool
-    twin = _TWINS.get(pool.connection_class)
-    if twin is None or type(pool) is not redis.ConnectionPool:
-        return None
-    kwargs = pool.connection_kwargs
-    if kwargs.get("redis_connect_func") is not None:
-        return None
-    carried = {key: value for key, value in kwargs.items() if key in _CARRIED}
-    return redis.asyncio.Redis(
-        connection_pool=redis.asyncio.ConnectionPool(connection_class=twin, **carried)
-    )
 
 
 class _Sender:
@@ -95,16 +45,12 @@ class _Sender:
     async def _send_all(self, batch: list[list[tuple[Any, Any]]]) -> list[Outcome]:
         commands = [command for job in batch for command in job]
         try:
-            await self._deliver(commands)
-        except redis.exceptions.ConnectionError:
-            # A pooled connection to a Redis that restarted since: redis-py's synchronous
-            # pool finds it closed when it is taken and connects anew; here it fails on use.
-            # Once more on a new connection (a Redis that is really down fails again).
-            await self.client.connection_pool.disconnect()
-            try:
-                await self._deliver(commands)
-            except Exception as exc:
-                return [(False, exc)] * len(batch)
+            # A pooled connection to a Redis that restarted since fails on use; the pool's
+            # connections are dropped, and the next ones (with Sentinel: to the master the
+            # Sentinels name now) are made afresh.
+            await redis_clients.riding_out(
+                lambda: self._deliver(commands), self.client.connection_pool.disconnect
+            )
         except Exception as exc:
             return [(False, exc)] * len(batch)
         return [(True, None)] * len(batch)
@@ -128,7 +74,9 @@ def _sender(queue_name: str) -> _Sender | None:
     """The running loop's sender to the queue's Redis (None: no async client can be made)."""
     senders = _senders.setdefault(asyncio.get_running_loop(), {})
     if queue_name not in senders:
-        client = twin_of(get_queue(queue_name).connection)
+        client = None
+        if not get_config().EMBEDDED_WORKER:
+            client = redis_clients.queue_async_client(queue_name)
         senders[queue_name] = None if client is None else _Sender(client)
     return senders[queue_name]
 

@@ -19,6 +19,7 @@ from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
 from ..conf import get_config
+from ..core import redis_clients
 from . import embedded, fair_queue
 
 if TYPE_CHECKING:
@@ -36,7 +37,9 @@ QUEUE_SETTINGS = ("MCP_TASKS", "RQ_QUEUES")
 
 
 def get_queue(name: str) -> Queue:
-    """The rq queue ``name``: django-rq's, or the in-process one in embedded mode.
+    """The rq queue ``name``: django-rq's (its client from
+    :func:`mcp_tasks.core.redis_clients.queue_client`: a fixed address or a Sentinel
+    service, as ``RQ_QUEUES`` says), or the in-process one in embedded mode.
 
     Kept per process (django-rq makes a new Redis client, so a new connection, per call;
     redis-py's pool is thread-safe and starts afresh in a forked child). Forgotten when
@@ -47,7 +50,7 @@ def get_queue(name: str) -> Queue:
         if get_config().EMBEDDED_WORKER:
             queue = Queue(name, connection=embedded.connection())
         else:
-            queue = django_rq.get_queue(name)
+            queue = django_rq.get_queue(name, connection=redis_clients.queue_client(name))
         _queues[name] = queue
     return queue
 

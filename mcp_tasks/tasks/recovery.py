@@ -18,9 +18,12 @@ from ..models import (
     WaitingFor,
 )
 from . import queue
-from .changes import fail, locked, publish_change, touch
+from .changes import add_log, fail, locked, publish_change, touch
 
 logger = logging.getLogger("mcp_tasks.tasks")
+
+#: The log line of a task whose job was queued again.
+REQUEUED = "its job was lost (Redis restarted or failed over): queued again"
 
 
 def check_liveness(task: Task) -> bool:
@@ -127,7 +130,11 @@ def requeue_lost(task_id: str) -> bool:
         if task.is_terminal or not _job_lost(task):
             return False
         touch(task, runs=task.runs + 1, heartbeat_at=None)
+        # Said where operators look (the log, the task's log lines in the admin): a job lost
+        # with a Redis that restarted empty or failed over before its replica had it.
+        add_log(task_id, "warning", "mcp_tasks", REQUEUED)
         transaction.on_commit(lambda: queue.enqueue(task))
+    logger.warning("task %s (%s): %s", task.id, task.tool_name, REQUEUED, extra=log_fields.of(task))
     return True
 
 

@@ -176,19 +176,30 @@ def _with_snapshot(row: Sequence[Any], connection: BaseDatabaseWrapper) -> Task:
     return task
 
 
+#: A condition ``<field>__null_or``: the field is NULL or has the value given.
+NULL_OR = "__null_or"
+
+
+def _condition(quote: Callable[[str], str], name: str) -> str:
+    column = quote(_column(Task, name.removesuffix(NULL_OR)))
+    if name.endswith(NULL_OR):
+        return f"({column} IS NULL OR {column} = %s)"
+    return f"{column} = %s"
+
+
 @functools.lru_cache(maxsize=64)
 def _update_sql(alias: str, changed: tuple[str, ...], conditions: tuple[str, ...]) -> str:
     quote = connections[alias].ops.quote_name
     assignments = ", ".join(f"{quote(_column(Task, name))} = %s" for name in changed)
-    where = " AND ".join(f"{quote(_column(Task, name))} = %s" for name in conditions)
+    where = " AND ".join(_condition(quote, name) for name in conditions)
     return f"UPDATE {quote(Task._meta.db_table)} SET {assignments} WHERE {where}"
 
 
 def update_task(
     task_id: str, when: dict[str, Any], changes: dict[str, Any], using: str = "default"
 ) -> bool:
-    """Apply ``changes`` to the task row if every field in ``when`` has its value there;
-    True when the row changed."""
+    """Apply ``changes`` to the task row if every field in ``when`` has its value there
+    (``<field>__null_or``: the value, or NULL); True when the row changed."""
     connection = connections[using]
     params = _update_params(connection, task_id, when, changes)
     with _cursor(connection) as cursor:
@@ -204,7 +215,7 @@ def _update_params(
         fields.get_field(name).get_db_prep_save(value, connection)  # type: ignore[union-attr]
         for name, value in changes.items()
     ] + [
-        fields.get_field(name).get_db_prep_value(value, connection)  # type: ignore[union-attr]
+        fields.get_field(name.removesuffix(NULL_OR)).get_db_prep_value(value, connection)  # type: ignore[union-attr]
         for name, value in {"id": task_id, **when}.items()
     ]
 

@@ -8,7 +8,8 @@
   running task: a cancel, an answer, a timed-out question. One group per process, joined
   once, so starting a task costs no subscription.
 - **Heartbeat**: one query per ``TASK_HEARTBEAT_INTERVAL`` marks every running task alive
-  and reads their statuses back, so a lost wake-up is noticed within one interval.
+  (each once its job's claim went through) and reads their statuses back, so a lost
+  wake-up is noticed within one interval.
 - **Database calls**: on PostgreSQL, a task worker's runtime sends the jobs' own
   transitions (a job starting, a result) from its event loop (:attr:`Runtime.database`,
   :mod:`mcp_tasks.tasks.loop_database`); otherwise they go to Django's thread for sync
@@ -55,6 +56,9 @@ class TaskWatch:
         self.changed = asyncio.Event()
         self.tool: asyncio.Future[Any] | None = None
         self.ended = False
+        #: Its job holds the task (its claim went through): only then does the heartbeat
+        #: beat for it, so that a claim sent again finds the row as it left it.
+        self.claimed = False
         #: Answers that came with a wake-up (question key → the committed answer).
         self.answers: dict[str, Any] = {}
 
@@ -270,7 +274,7 @@ class Runtime:
         beat = db(service.heartbeat)
         while True:
             await asyncio.sleep(get_config().TASK_HEARTBEAT_INTERVAL)
-            task_ids = list(self.watches)
+            task_ids = [task_id for task_id, watch in self.watches.items() if watch.claimed]
             if not task_ids:
                 continue
             try:

@@ -68,6 +68,16 @@ FULL_PAUSE = 0.05
 #: Longest blocking dequeue while jobs run: the rq bookkeeping of a job that ended goes out
 #: with the next job's start, or alone within about this many seconds.
 FORGET_WITHIN = 0.1
+#: What a Redis that cannot be reached for now raises (restarting, a Sentinel failover
+#: under way; ``READONLY``: a master demoted behind the same address).
+REDIS_UNREACHABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ReadOnlyError,
+)
+#: Longest pause between a worker's tries of an unreachable Redis: it takes jobs again at
+#: most this long after Redis is back (rq's own back-off grows to a minute).
+REDIS_RETRY_CAP = 2.0
 
 
 @dataclass
@@ -124,13 +134,36 @@ class _Maintaining:
         return max(1, min(int(super().dequeue_timeout), int(self.maintenance_interval)))  # type: ignore[misc]
 
     def run_maintenance_tasks(self) -> None:
-        super().run_maintenance_tasks()  # type: ignore[misc]
+        try:
+            super().run_maintenance_tasks()  # type: ignore[misc]
+        except REDIS_UNREACHABLE as error:  # rq's registries: again at the next round
+            _unreachable(self, "maintenance", error)
         try:
             counts = maintain()
             if any(counts.values()):
                 logger.info("task maintenance: %s", counts)
         except Exception:
             logger.exception("task maintenance failed")
+
+    # rq's work loop quits on a Redis error raised outside its dequeue ("found an unhandled
+    # exception, quitting"): a Redis restarting or failing over would stop every worker.
+    # These calls go on instead; the dequeue loop waits for Redis (_FairDequeuing).
+
+    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        try:
+            super().heartbeat(timeout, pipeline)  # type: ignore[misc]
+        except REDIS_UNREACHABLE as error:
+            _unreachable(self, "heartbeat", error)
+
+    def check_for_suspension(self, burst: bool) -> None:
+        try:
+            super().check_for_suspension(burst)  # type: ignore[misc]
+        except REDIS_UNREACHABLE as error:
+            _unreachable(self, "suspension check", error)
+
+
+def _unreachable(worker: Any, what: str, error: BaseException) -> None:
+    logger.warning("rq worker %s: Redis unreachable for its %s (%s)", worker.name, what, error)
 
 
 class _FairDequeuing:
@@ -185,7 +218,7 @@ class _FairDequeuing:
                     self._pause(limit)
                 if max_idle_time is not None and time.monotonic() - idle_since >= max_idle_time:
                     return None
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
+            except REDIS_UNREACHABLE as error:
                 logger.error(
                     "rq worker %s: Redis unreachable (%s), retrying in %g s",
                     worker.name,
@@ -194,7 +227,9 @@ class _FairDequeuing:
                 )
                 time.sleep(wait)
                 wait = min(
-                    wait * worker.exponential_backoff_factor, worker.max_connection_wait_time
+                    wait * worker.exponential_backoff_factor,
+                    worker.max_connection_wait_time,
+                    REDIS_RETRY_CAP,
                 )
 
 
@@ -272,9 +307,7 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
             self._keep_alive()
             started: list[Started] = []
             if self._behind:
-                with contextlib.suppress(
-                    redis.exceptions.ConnectionError, redis.exceptions.TimeoutError
-                ):
+                with contextlib.suppress(*REDIS_UNREACHABLE):
                     taken = self.intake.take(min(self.slots.free(), TAKE_AT_ONCE))
                     started, self._full = taken.started, taken.full
             if not started:
@@ -549,9 +582,12 @@ class ForkingTaskWorker(_FairDequeuing, _Maintaining, Worker):
                     logger.warning("could not give back the lease of job %s", job.id, exc_info=True)
 
     def maintain_heartbeats(self, job: Any, execution: Any) -> None:
-        super().maintain_heartbeats(job, execution)
-        if self._lease is not None:
-            fair_queue.renew(self.connection, [self._lease])
+        try:
+            super().maintain_heartbeats(job, execution)
+            if self._lease is not None:
+                fair_queue.renew(self.connection, [self._lease])
+        except REDIS_UNREACHABLE as error:  # the work-horse goes on; again next time
+            _unreachable(self, "job heartbeat", error)
 
     def bootstrap(self, *args: Any, **kwargs: Any) -> None:
         super().bootstrap(*args, **kwargs)

@@ -38,11 +38,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
-from channels_redis.utils import create_pool, decode_hosts
-from django.conf import settings
 
 from ..conf import get_config
-from ..core import groups
+from ..core import groups, redis_clients
 from ..core.background import in_background
 from .layer_listener import LayerListener
 
@@ -59,13 +57,10 @@ ECHO_TIMEOUT = 2.0
 
 
 def layer_redis() -> aioredis.Redis | None:
-    """A client of the channel layer's (first) Redis, when the layer is channels_redis'."""
-    layer: dict[str, Any] = settings.CHANNEL_LAYERS.get(get_config().CHANNEL_LAYER, {})
-    if not str(layer.get("BACKEND", "")).startswith("channels_redis."):
-        return None
-    config: dict[str, Any] = layer.get("CONFIG") or {}
-    hosts = decode_hosts(config.get("hosts"))
-    return aioredis.Redis(connection_pool=create_pool(hosts[0]))
+    """A client of the channel layer's (first) Redis, when the layer is channels_redis':
+    a fixed address or a Sentinel service, as the layer's ``hosts`` say
+    (:func:`mcp_tasks.core.redis_clients.layer_async_client`)."""
+    return redis_clients.layer_async_client(get_config().CHANNEL_LAYER)
 
 
 def _cachers_key(session_id: str) -> str:

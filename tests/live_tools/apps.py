@@ -10,6 +10,7 @@ class LiveToolsConfig(AppConfig):
 
     def ready(self) -> None:
         from . import (  # noqa: F401  (importing registers the tools)
+            failover_tools,
             hostile_tools,
             legacy_task_tools,
             limit_tools,

@@ -344,8 +344,8 @@ class TestElicitFailFast:
         tmp_path: Path,
     ) -> None:
         """The worker records the question but cannot announce it (its channel layer is an
-        unreachable Redis): ``ctx.elicit`` returns ``CancelledElicitation`` at once instead of
-        holding the task, and the tool finishes. Only the worker's channel layer is broken;
+        unreachable Redis): once ``REDIS_FAILOVER_WAIT`` (5 s) has passed, ``ctx.elicit``
+        returns ``CancelledElicitation`` instead of holding the task, and the tool finishes. Only the worker's channel layer is broken;
         the database, the queue and the server are real and healthy."""
         # A hold window far beyond the wait below: only fail-fast lets the task finish in time.
         server = task_server({"MCP_TASKS_TEST_INPUT_HOLD_WINDOW": "600"})

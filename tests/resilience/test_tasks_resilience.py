@@ -167,6 +167,28 @@ def test_worker_takes_new_tasks_after_a_redis_restart(
     client.barrier()
 
 
+def test_a_worker_running_tasks_lives_through_a_redis_outage(
+    task_server: Any, task_client: Any, rq_worker: Any, redis_process: Any, tmp_path: Path
+) -> None:
+    """Redis down for longer than the worker's heartbeat interval while its one slot is
+    taken (it beats between looks at its slots): rq's work loop would quit on the
+    heartbeat's error; the worker waits for Redis instead."""
+    redis = redis_process()
+    server = task_server(redis=redis)
+    worker = rq_worker(server, env={"MCP_TASKS_TEST_CONCURRENCY": "1"})
+    client = task_client(server)
+    task_id = client.start("gated_task", {"marker_dir": str(tmp_path)})["taskId"]
+    assert wait_for_path(tmp_path / "started")
+    redis.stop()
+    time.sleep(7)  # past the worker's rq heartbeat (every 5 s)
+    redis.start()
+    (tmp_path / "gate").touch()
+    assert client.wait_terminal(task_id)["status"] == "completed"
+    assert worker.alive()
+    client.barrier()  # and it takes new tasks
+    assert worker.alive()
+
+
 # -- the ASGI server restarted --------------------------------------------------------------------
 
 

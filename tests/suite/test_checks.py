@@ -648,6 +648,141 @@ def test_queues_need_no_rq_queues_in_embedded_mode() -> None:
         assert "mcp_tasks.E012" not in ids()
 
 
+# -- E019, W016: Redis Sentinel, for every Redis user -------------------------------------------
+
+SENTINELS = [("10.0.0.1", 26379), ("10.0.0.2", 26379), ("10.0.0.3", 26379)]
+RQ_ON_SENTINEL = {
+    "mcp_tasks": {"SENTINELS": SENTINELS, "MASTER_NAME": "mymaster", "SOCKET_TIMEOUT": 10}
+}
+LAYER_HOST_ON_SENTINEL = {"sentinels": SENTINELS, "master_name": "mymaster", "socket_timeout": 10}
+
+
+def layer_on(*hosts: Any) -> dict[str, Any]:
+    return {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": list(hosts)},
+        }
+    }
+
+
+def test_every_redis_user_on_one_sentinel_service_passes() -> None:
+    with override_settings(
+        RQ_QUEUES=RQ_ON_SENTINEL, CHANNEL_LAYERS=layer_on(LAYER_HOST_ON_SENTINEL)
+    ):
+        assert run() == []
+
+
+@pytest.mark.parametrize(
+    ("rq_queues", "hosts", "where"),
+    [
+        ({"mcp_tasks": {"SENTINELS": SENTINELS}}, [LAYER_HOST_ON_SENTINEL], "no MASTER_NAME"),
+        ({"mcp_tasks": {"MASTER_NAME": "mymaster"}}, [LAYER_HOST_ON_SENTINEL], "no SENTINELS"),
+        (
+            {"mcp_tasks": {"URL": "redis://r:6379/0", "MASTER_NAME": "mymaster"}},
+            ["redis://r:6379/0"],
+            "a URL and Sentinel keys",
+        ),
+        (RQ_ON_SENTINEL, [{"sentinels": SENTINELS}], "no master_name"),
+        (RQ_ON_SENTINEL, [{"master_name": "mymaster"}], "no list of (host, port) sentinels"),
+        (
+            {"mcp_tasks": {"SENTINELS": ["10.0.0.1:26379"], "MASTER_NAME": "mymaster"}},
+            [LAYER_HOST_ON_SENTINEL],
+            "not a list of (host, port) pairs",
+        ),
+    ],
+    ids=[
+        "rq: sentinels without master",
+        "rq: master without sentinels",
+        "rq: url and master",
+        "layer: sentinels without master",
+        "layer: master without sentinels",
+        "rq: sentinels as strings",
+    ],
+)
+def test_a_redis_setting_that_cannot_work_is_e019(
+    rq_queues: dict[str, Any], hosts: list[Any], where: str
+) -> None:
+    with override_settings(RQ_QUEUES=rq_queues, CHANNEL_LAYERS=layer_on(*hosts)):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E019"]
+    assert where in messages[0].msg
+
+
+def test_sentinel_for_the_queue_and_a_fixed_address_for_the_layer_is_w016() -> None:
+    layer = layer_on("redis://user:secret@r:6379/0")
+    with override_settings(RQ_QUEUES=RQ_ON_SENTINEL, CHANNEL_LAYERS=layer):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.W016"]
+    assert "RQ_QUEUES['mcp_tasks']: Sentinel service 'mymaster'" in messages[0].msg
+    assert "CHANNEL_LAYERS['default'] host 1: the fixed address redis://r:6379/0" in messages[0].msg
+    assert "secret" not in messages[0].msg
+
+
+def test_a_fixed_address_for_the_queue_and_sentinel_for_the_layer_is_w016_too() -> None:
+    queues = {"mcp_tasks": {"URL": "redis://r:6379/0"}}
+    with override_settings(RQ_QUEUES=queues, CHANNEL_LAYERS=layer_on(LAYER_HOST_ON_SENTINEL)):
+        assert ids() == ["mcp_tasks.W016"]
+
+
+def test_two_sentinel_services_is_w016() -> None:
+    other = {**LAYER_HOST_ON_SENTINEL, "master_name": "other"}
+    with override_settings(RQ_QUEUES=RQ_ON_SENTINEL, CHANNEL_LAYERS=layer_on(other)):
+        assert ids() == ["mcp_tasks.W016"]
+
+
+def test_a_tools_queue_on_a_fixed_address_beside_sentinel_is_w016() -> None:
+    from mcp_tasks import TaskConfig
+    from mcp_tasks.authoring.registry import mcp
+
+    queues = {**RQ_ON_SENTINEL, "reports": {"URL": "redis://r:6379/0"}}
+    with (
+        override_settings(RQ_QUEUES=queues, CHANNEL_LAYERS=layer_on(LAYER_HOST_ON_SENTINEL)),
+        mock.patch.dict(mcp.tools),
+    ):
+
+        @mcp.tool(name="export", task=TaskConfig(queue="reports"))
+        def export() -> str:
+            return "exported"
+
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.W016"]
+    assert "RQ_QUEUES['reports']" in messages[0].msg
+
+
+def test_embedded_mode_checks_only_the_channel_layer() -> None:
+    broken = {"mcp_tasks": {"SENTINELS": SENTINELS}}  # unused in embedded mode
+    with override_settings(
+        RQ_QUEUES=broken,
+        CHANNEL_LAYERS=layer_on(LAYER_HOST_ON_SENTINEL),
+        MCP_TASKS={"EMBEDDED_WORKER": True},
+    ):
+        assert not {"mcp_tasks.E019", "mcp_tasks.W016"} & set(ids())
+
+
+def test_the_example_project_on_sentinel_reports_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``REDIS_SENTINELS`` gives the queue and the layer the same Sentinel service."""
+    import importlib
+    import sys
+
+    monkeypatch.setenv("REDIS_SENTINELS", "10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379")
+    monkeypatch.setenv("REDIS_MASTER_NAME", "mcp")
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    saved = sys.modules.pop("project.settings", None)
+    try:
+        example = importlib.import_module("project.settings")
+    finally:
+        if saved is not None:
+            sys.modules["project.settings"] = saved
+    assert example.RQ_QUEUES["mcp_tasks"]["SENTINELS"] == SENTINELS
+    with override_settings(
+        RQ_QUEUES=example.RQ_QUEUES,
+        CHANNEL_LAYERS=example.CHANNEL_LAYERS,
+        MCP_TASKS={"EMBEDDED_WORKER": example.MCP_TASKS["EMBEDDED_WORKER"]},
+    ):
+        assert run() == []
+
+
 # -- W009: SQLite under several threads -----------------------------------------------------
 
 SQLITE_FILE = {"ENGINE": "django.db.backends.sqlite3", "NAME": "/srv/app/db.sqlite3"}

@@ -29,6 +29,8 @@ import fakeredis
 import pytest
 import redis
 import redis.asyncio
+import redis.asyncio.sentinel
+import redis.sentinel
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -104,6 +106,16 @@ def assert_accepts(function: Callable[..., Any], *args: Any, **kwargs: Any) -> N
         pytest.fail(
             f"{function.__qualname__}{inspect.signature(function)} refuses the call: {error}"
         )
+
+
+def plain(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A pool's connection arguments that are plain values (not the retry policy, the pool
+    itself or other objects each pool makes its own)."""
+    return {
+        key: value
+        for key, value in kwargs.items()
+        if value is None or isinstance(value, (str, int, float, bool, tuple))
+    }
 
 
 @pytest.fixture
@@ -515,27 +527,6 @@ class TestRedis:
         pool = redis.Redis(redis_connect_func=callback).connection_pool
         assert pool.connection_kwargs["redis_connect_func"] is callback
 
-    @pytest.mark.parametrize(
-        "url",
-        [
-            "redis://user:secret@redis.example:6380/2?socket_timeout=15&client_name=mcp",
-            "rediss://redis.example:6380/2?ssl_cert_reqs=none",
-            "unix:///run/redis.sock?db=2",
-        ],
-    )
-    def test_redis_async_twin_takes_the_carried_connection_parameters(self, url: str) -> None:
-        from mcp_tasks.tasks.loop_redis import _CARRIED, _TWINS
-
-        pool = redis.Redis.from_url(url).connection_pool
-        carried = {k: v for k, v in pool.connection_kwargs.items() if k in _CARRIED}
-        twin = _TWINS[pool.connection_class]
-        connection = twin(**carried)
-        for name in ("host", "port", "db", "path", "username", "password", "socket_timeout"):
-            if name in carried:
-                assert getattr(connection, name) == carried[name], name
-        async_pool = redis.asyncio.ConnectionPool(connection_class=twin, **carried)
-        assert carried.items() <= async_pool.connection_kwargs.items()
-
 
 # -- uvicorn -----------------------------------------------------------------------------------
 
@@ -711,45 +702,131 @@ class TestChannels:
 
 
 class TestChannelsRedis:
-    """transport/process_bus.py: a client of the channel layer's Redis."""
+    """core/redis_clients.py reads the layer's ``hosts`` as channels_redis does
+    (``channels_redis.utils.decode_hosts`` and ``create_pool``, undocumented: the format of
+    the hosts is its documented settings) to make the process bus's client of the same
+    Redis, a fixed address or a Sentinel service."""
 
     CHECKED = ">=4.2,<4.4"
 
     def test_installed_channels_redis_is_inside_the_pinned_range(self) -> None:
         assert_pinned("channels-redis", self.CHECKED)
 
-    def test_channels_redis_decode_hosts_defaults_to_local_redis_and_keeps_dicts(self) -> None:
-        from channels_redis.utils import decode_hosts
-
-        assert decode_hosts(None) == [{"address": "redis://localhost:6379"}]
-        assert decode_hosts(["redis://redis.example:6380/3"]) == [
-            {"address": "redis://redis.example:6380/3"}
-        ]
-        host = {"address": "redis://redis.example", "socket_timeout": 15}
-        assert decode_hosts([host]) == [host]
-
-    def test_channels_redis_create_pool_makes_an_async_pool_from_a_decoded_host(self) -> None:
+    @pytest.mark.parametrize(
+        "host",
+        [
+            "redis://redis.example:6380/3",
+            {"address": "redis://redis.example:6380/3", "socket_timeout": 15},
+            ("redis.example", 6380),
+        ],
+    )
+    def test_a_fixed_address_is_read_as_channels_redis_reads_it(self, host: Any) -> None:
         from channels_redis.utils import create_pool, decode_hosts
 
-        host = decode_hosts([{"address": "redis://redis.example:6380/3", "socket_timeout": 15}])[0]
-        pool = create_pool(host)
-        assert isinstance(pool, redis.asyncio.ConnectionPool)
-        kwargs = pool.connection_kwargs
-        assert (kwargs["host"], kwargs["port"], kwargs["db"]) == ("redis.example", 6380, 3)
-        assert kwargs["socket_timeout"] == 15
-        assert host == {"address": "redis://redis.example:6380/3", "socket_timeout": 15}
+        from mcp_tasks.core import redis_clients
+
+        theirs = create_pool(decode_hosts([host])[0])
+        ours = redis_clients.async_client(redis_clients.host_target(host, "host 1"))
+        assert type(ours.connection_pool) is type(theirs)
+        assert ours.connection_pool.connection_kwargs["retry"] is not None  # ours retries
+        assert plain(ours.connection_pool.connection_kwargs) == plain(theirs.connection_kwargs)
+
+    def test_a_sentinel_service_is_read_as_channels_redis_reads_it(self) -> None:
+        from channels_redis.utils import create_pool, decode_hosts
+
+        from mcp_tasks.core import redis_clients
+
+        host = {
+            "sentinels": [("s1.example", 26379), ("s2.example", 26380)],
+            "master_name": "mymaster",
+            "sentinel_kwargs": {"password": "sentinel-secret"},
+            "db": 2,
+            "socket_timeout": 10,
+        }
+        theirs = create_pool(decode_hosts([host])[0])
+        ours = redis_clients.async_client(redis_clients.host_target(host, "host 1")).connection_pool
+        assert isinstance(theirs, redis.asyncio.sentinel.SentinelConnectionPool)
+        assert type(ours) is type(theirs)
+        assert (ours.service_name, ours.is_master) == (theirs.service_name, theirs.is_master)
+        assert ours.connection_kwargs["retry"] is not None
+        assert plain(ours.connection_kwargs) == plain(theirs.connection_kwargs)
+        for manager in (ours.sentinel_manager, theirs.sentinel_manager):
+            addresses = [
+                (
+                    s.connection_pool.connection_kwargs["host"],
+                    s.connection_pool.connection_kwargs["port"],
+                )
+                for s in manager.sentinels
+            ]
+            assert addresses == [("s1.example", 26379), ("s2.example", 26380)]
+            assert manager.sentinel_kwargs == {"password": "sentinel-secret"}
 
 
 # -- django-rq ---------------------------------------------------------------------------------
 
 
 class TestDjangoRq:
-    """admin.py links to django-rq's dashboard by its URL names."""
+    """admin.py links to django-rq's dashboard by its URL names; core/redis_clients.py
+    reads ``RQ_QUEUES`` entries as django-rq does (``connection_utils.get_redis_connection``,
+    the keys its README documents) for the async client of a queue."""
 
     CHECKED = ">=3,<4.3"
 
     def test_installed_django_rq_is_inside_the_pinned_range(self) -> None:
         assert_pinned("django-rq", self.CHECKED)
+
+    @pytest.mark.parametrize(
+        "config",
+        [
+            {"URL": "redis://user:secret@redis.example:6380/2?client_name=mcp"},
+            {"URL": "redis://redis.example:6380", "DB": 4},
+            {"HOST": "redis.example", "PORT": 6380, "DB": 1, "PASSWORD": "secret"},
+            {"UNIX_SOCKET_PATH": "/run/redis.sock", "DB": 3},
+        ],
+    )
+    def test_a_fixed_address_is_read_as_django_rq_reads_it(self, config: dict[str, Any]) -> None:
+        from django_rq.connection_utils import get_redis_connection
+
+        from mcp_tasks.core import redis_clients
+
+        theirs = get_redis_connection(config).connection_pool
+        ours = redis_clients.async_client(redis_clients.rq_target(config, "q")).connection_pool
+        assert ours.connection_class.__name__ == theirs.connection_class.__name__
+        carried = ("host", "port", "path", "db", "username", "password", "client_name")
+        for name in carried:
+            assert ours.connection_kwargs.get(name) == theirs.connection_kwargs.get(name), name
+
+    def test_a_sentinel_service_is_read_as_django_rq_reads_it(self) -> None:
+        from django_rq.connection_utils import get_redis_connection
+
+        from mcp_tasks.core import redis_clients
+
+        config = {
+            "SENTINELS": [("s1.example", 26379), ("s2.example", 26380)],
+            "MASTER_NAME": "mymaster",
+            "DB": 2,
+            "PASSWORD": "secret",
+            "SOCKET_TIMEOUT": 10,
+            "CONNECTION_KWARGS": {"socket_connect_timeout": 3},
+            "SENTINEL_KWARGS": {"password": "sentinel-secret"},
+        }
+        theirs = get_redis_connection(config).connection_pool
+        ours = redis_clients.async_client(redis_clients.rq_target(config, "q")).connection_pool
+        assert isinstance(theirs, redis.sentinel.SentinelConnectionPool)
+        assert isinstance(ours, redis.asyncio.sentinel.SentinelConnectionPool)
+        assert (ours.service_name, ours.is_master) == (theirs.service_name, theirs.is_master)
+        for name in ("db", "password", "username", "socket_timeout", "socket_connect_timeout"):
+            assert ours.connection_kwargs.get(name) == theirs.connection_kwargs.get(name), name
+        for manager in (ours.sentinel_manager, theirs.sentinel_manager):
+            addresses = [
+                (
+                    s.connection_pool.connection_kwargs["host"],
+                    s.connection_pool.connection_kwargs["port"],
+                )
+                for s in manager.sentinels
+            ]
+            assert addresses == [("s1.example", 26379), ("s2.example", 26380)]
+            assert manager.sentinel_kwargs == {"password": "sentinel-secret"}
 
     def test_django_rq_dashboard_url_names_reverse(self) -> None:
         from django.urls import reverse

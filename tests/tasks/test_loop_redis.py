@@ -1,12 +1,15 @@
 """A task's job queued from the event loop (``mcp_tasks.tasks.loop_redis``) is what rq's
-own enqueue writes, on the real Redis; where the queue's connection cannot be carried over
-to ``redis.asyncio``, the job is queued from a thread."""
+own enqueue writes, on the real Redis, over an async client made from the queue's
+``RQ_QUEUES`` entry; where none can be made (embedded mode's fake Redis), the job is queued
+from a thread. A Redis that is unreachable for a while (restarting) is waited for, up to
+``REDIS_FAILOVER_WAIT``."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import secrets
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +18,7 @@ import pytest
 import redis
 from rq import Queue
 
+from mcp_tasks.core import redis_clients
 from mcp_tasks.models import Task
 from mcp_tasks.tasks import fair_queue, loop_redis, queue
 from tests.support.worker_fixtures import free_port
@@ -24,19 +28,23 @@ pytestmark = pytest.mark.redis
 TIME = re.compile(rb"^\d{4}-\d\d-\d\dT[\d:.]+Z?$")
 
 
+def configure(settings: Any, name: str, url: str) -> Queue:
+    """``RQ_QUEUES[name]`` on ``url`` (the queues and the loops' clients follow the
+    setting); its queue, as ``queue.get_queue`` gives it."""
+    settings.RQ_QUEUES = {**settings.RQ_QUEUES, name: {"URL": url}}
+    return queue.get_queue(name)
+
+
 @pytest.fixture
-def task_queue(redis_url: str) -> Iterator[Queue]:
+def task_queue(redis_url: str, settings: Any) -> Iterator[Queue]:
     """A queue of its own on the real Redis, as ``queue.get_queue`` gives it."""
-    connection = redis.Redis.from_url(redis_url)
-    own = Queue(f"loop-redis-{secrets.token_hex(4)}", connection=connection)
-    queue._queues[own.name] = own
+    own = configure(settings, f"loop-redis-{secrets.token_hex(4)}", redis_url)
+    connection = own.connection
     yield own
-    queue._queues.pop(own.name, None)
     loop_redis.forget_clients()
     for key in connection.scan_iter(match=f"*{own.name}*"):
         connection.delete(key)
     connection.srem(own.redis_queues_keys, own.key)
-    connection.close()
 
 
 def a_task(queue_name: str) -> Task:
@@ -89,26 +97,32 @@ def test_staging_a_job_sends_nothing(task_queue: Queue, monkeypatch: pytest.Monk
     assert any(args[:2] == ("SADD", task_queue.redis_queues_keys) for args, _ in commands)
 
 
-def test_unreachable_redis_raises(monkeypatch: pytest.MonkeyPatch) -> None:
-    closed = Queue("loop-redis-nowhere", connection=redis.Redis(port=free_port()))
+def test_unreachable_redis_raises_once_the_wait_is_over(settings: Any) -> None:
+    settings.MCP_TASKS = {"REDIS_FAILOVER_WAIT": 0.3}
+    closed = configure(settings, "loop-redis-nowhere", f"redis://127.0.0.1:{free_port()}/0")
     closed.redis_server_version = (7, 0, 0)  # as if it had answered before
-    monkeypatch.setitem(queue._queues, closed.name, closed)
+    started = time.monotonic()
     with pytest.raises(redis.exceptions.ConnectionError):
         asyncio.run(loop_redis.aenqueue(a_task(closed.name)))
+    assert time.monotonic() - started >= 0.3  # tried again until the wait was over
     loop_redis.forget_clients()
 
 
-def test_the_twin_talks_to_the_same_database_with_the_same_name(redis_url: str) -> None:
-    connection = redis.Redis.from_url(redis_url, db=14, client_name="mcp-tasks-twin")
-    twin = loop_redis.twin_of(connection)
-    assert twin is not None
+def test_the_async_client_talks_to_the_queues_database_with_its_name(
+    redis_url: str, settings: Any
+) -> None:
+    url = redis_url.rsplit("/", 1)[0] + "/14?client_name=mcp-tasks-twin"
+    configure(settings, "loop-redis-named", url)
+    client = redis_clients.queue_async_client("loop-redis-named")
+    assert client is not None
+    connection = redis.Redis.from_url(url)
 
     async def written() -> Any:
         try:
-            await twin.set("loop-redis-twin", "here")
-            return await twin.client_getname()
+            await client.set("loop-redis-twin", "here")
+            return await client.client_getname()
         finally:
-            await twin.aclose()
+            await client.aclose()
 
     try:
         assert asyncio.run(written()) in ("mcp-tasks-twin", b"mcp-tasks-twin")
@@ -118,15 +132,21 @@ def test_the_twin_talks_to_the_same_database_with_the_same_name(redis_url: str) 
         connection.close()
 
 
-def test_connections_that_cannot_be_carried_over_have_no_twin(redis_url: str) -> None:
-    assert loop_redis.twin_of(fakeredis.FakeStrictRedis()) is None
-    blocking = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(redis_url))
-    assert loop_redis.twin_of(blocking) is None
-    callback = redis.Redis.from_url(redis_url, redis_connect_func=lambda connection: None)
-    assert loop_redis.twin_of(callback) is None
+def test_embedded_mode_and_a_caches_client_have_no_async_client(settings: Any) -> None:
+    settings.RQ_QUEUES = {**settings.RQ_QUEUES, "from-cache": {"USE_REDIS_CACHE": "default"}}
+    assert redis_clients.queue_async_client("from-cache") is None
+    settings.MCP_TASKS = {"EMBEDDED_WORKER": True}
+
+    async def sender() -> Any:
+        return loop_redis._sender("mcp_tasks")
+
+    assert asyncio.run(sender()) is None
+    loop_redis.forget_clients()
 
 
-def test_without_a_twin_the_job_is_queued_from_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_an_async_client_the_job_is_queued_from_a_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     fake = Queue("loop-redis-fake", connection=fakeredis.FakeStrictRedis())
     monkeypatch.setitem(queue._queues, fake.name, fake)
     task = a_task(fake.name)
@@ -136,14 +156,11 @@ def test_without_a_twin_the_job_is_queued_from_a_thread(monkeypatch: pytest.Monk
 
 
 @pytest.fixture
-def private_queue(
-    redis_process: Any, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[Any, Queue]]:
+def private_queue(redis_process: Any, settings: Any) -> Iterator[tuple[Any, Queue]]:
     """A private redis-server (restartable, its own command counts) and a queue on it, as
     ``queue.get_queue`` gives it; the loops' clients are forgotten afterwards."""
     server = redis_process()
-    own = Queue("loop-redis-private", connection=server.client())
-    monkeypatch.setitem(queue._queues, own.name, own)
+    own = configure(settings, "loop-redis-private", server.url)
     yield server, own
     loop_redis.forget_clients()
 
@@ -160,6 +177,28 @@ def test_a_job_is_queued_on_a_redis_that_restarted(private_queue: tuple[Any, Que
 
     asyncio.run(scenario())
     assert fair_queue.job_ids(restarted.connection, restarted.name) == [after.job_id]
+
+
+def test_a_job_queued_while_redis_is_down_goes_in_once_it_is_back(
+    private_queue: tuple[Any, Queue],
+) -> None:
+    """Within ``REDIS_FAILOVER_WAIT`` the job is sent again until Redis answers."""
+    server, own = private_queue
+    before, during = a_task(own.name), a_task(own.name)
+
+    def restart_later() -> None:
+        time.sleep(1.0)
+        server.start()
+
+    async def scenario() -> None:
+        await loop_redis.aenqueue(before)
+        server.stop()
+        restarting = asyncio.get_running_loop().run_in_executor(None, restart_later)
+        await loop_redis.aenqueue(during)  # waits for the restart
+        await restarting
+
+    asyncio.run(scenario())
+    assert fair_queue.job_ids(own.connection, own.name) == [during.job_id]
 
 
 def test_a_redis_that_does_not_know_the_push_script_gets_it_and_the_job(

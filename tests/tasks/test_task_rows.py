@@ -218,6 +218,8 @@ def test_a_claim_and_a_result_sent_from_the_event_loop_write_what_the_orm_path_w
         try:
             claimed = await service.abegin_run(database, "by-loop", "worker-1", 0)
             assert claimed is not None
+            held = await service.abegin_run(database, "by-loop", "worker-2", 0)
+            assert held is None  # a job delivered twice: the task is held
             completed = await service.acomplete(database, claimed, RESULT)
             again = await service.abegin_run(database, "by-loop", "worker-1", 0)
             return claimed, completed, again
@@ -471,3 +473,36 @@ def test_a_batch_with_a_failing_statement_is_sent_again_one_by_one() -> None:
     assert isinstance(refused, psycopg.errors.DivisionByZero)
     progress = dict(Task.objects.values_list("id", "progress"))
     assert progress == {"a": 1.0, "b": None, "c": 0.5}
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_kept_connection_its_server_closed_is_replaced_before_the_next_call() -> None:
+    """A server that restarted, crashed or was replaced at the same address closed the
+    kept connection of mcp_tasks' ORM thread: the next call connects afresh instead of
+    failing (and answering an error) on it."""
+    import psycopg
+
+    def backend_pid() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            return int(cursor.fetchone()[0])
+
+    params = dict(connection.get_connection_params())
+    params.pop("cursor_factory", None)
+
+    async def scenario() -> tuple[int, int]:
+        first = await db(backend_pid)()
+        with psycopg.connect(**params, autocommit=True) as other:
+            other.execute("SELECT pg_terminate_backend(%s)", [first])
+            while other.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [first]
+            ).fetchone() != (0,):
+                await asyncio.sleep(0.02)
+        try:
+            return first, await db(backend_pid)()  # at once: the connection was used just now
+        finally:
+            await db(connections.close_all)()
+
+    first, second = asyncio.run(scenario())
+    assert second != first

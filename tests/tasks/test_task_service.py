@@ -330,6 +330,34 @@ def test_begin_run_of_an_unknown_task_does_nothing() -> None:
     assert service.begin_run("no-such-task", "w") is None
 
 
+def test_a_job_delivered_twice_claims_its_task_once() -> None:
+    """A Redis failover can lose the record of a job's start, so the job waits on the new
+    master again and a worker takes it a second time: that job finds the task held."""
+    task = new_task()
+    assert service.begin_run(task.id, "first", 0) is not None
+    assert service.begin_run(task.id, "second", 0) is None
+    assert Task.objects.get(pk=task.pk).worker_name == "first"
+
+
+def test_a_claim_sent_again_with_its_own_time_holds() -> None:
+    """A claim whose answer was lost with the database connection is sent again as it was:
+    it finds its own heartbeat and the job goes on."""
+    task = new_task()
+    claimed_at = timezone.now()
+    assert service.begin_run(task.id, "w", 0, claimed_at) is not None
+    assert service.begin_run(task.id, "w", 0, claimed_at) is not None
+    assert service.begin_run(task.id, "w", 0) is None  # another claim: held
+
+
+def test_the_heartbeat_leaves_a_task_no_job_holds_alone() -> None:
+    """Its job let go of it (here: it was never claimed); its next job must find it
+    unheld, whatever a heartbeat in flight does."""
+    task = new_task()
+    service.heartbeat([task.id])
+    assert Task.objects.get(pk=task.pk).heartbeat_at is None
+    assert service.begin_run(task.id, "w", 0) is not None
+
+
 def test_complete_stores_the_result() -> None:
     task = new_task()
     assert service.complete(task.id, {"content": [{"type": "text", "text": "ok"}]}) is True

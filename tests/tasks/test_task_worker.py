@@ -145,6 +145,39 @@ def test_a_task_past_its_timeout_fails_and_its_tool_is_cancelled(
     assert trivial(client)["status"] == "completed"
 
 
+def test_a_job_delivered_twice_runs_its_tool_once(server: Any, client: Any, tmp_path: Path) -> None:
+    """A Redis failover can lose the record of a job's start: the job waits on the new
+    master again and a worker takes it while the first run goes on. The second job finds
+    the task held and ends: the tool runs once (not a second time beside the first, to be
+    cancelled when the first ends)."""
+    import asyncio
+
+    from tests.support.task_driver import django_shell
+
+    arguments = {"marker_dir": str(tmp_path), "key": "twice", "seconds": 6.0}
+    task_id = client.start("failover_task", arguments)["taskId"]
+    client.wait_for(task_id, lambda task: task.get("statusMessage") == "Working")
+    asyncio.run(
+        django_shell(
+            server,
+            """
+            from mcp_tasks.models import Task
+            from mcp_tasks.tasks import queue
+            task = Task.objects.get(pk=task_id)
+            assert task.status == "working" and task.heartbeat_at is not None  # still running
+            queue.enqueue(task)  # the same job, waiting again
+            result = None
+            """,
+            task_id=task_id,
+        )
+    )
+    task = client.wait_terminal(task_id)
+    assert task["status"] == "completed"
+    assert trivial(client)["status"] == "completed"  # the second job has been taken
+    assert len(list(tmp_path.glob("start-twice-*"))) == 1
+    assert len(list(tmp_path.glob("done-twice-*"))) == 1
+
+
 def test_a_killed_worker_fails_every_task_it_was_running(
     task_server: Any, task_client: Any, rq_worker: Any, tmp_path: Path
 ) -> None:
