@@ -13,7 +13,7 @@ class McpTasksConfig(AppConfig):
         from . import checks, conf  # noqa: F401  (importing checks registers them)
 
         setting_changed.connect(conf.reset_config, dispatch_uid="mcp_tasks.conf.reset_config")
-        from .tasks import announcements, question_mail
+        from .tasks.state import announcements, question_mail
 
         question_mail.connect()
         setting_changed.connect(question_mail.connect, dispatch_uid="mcp_tasks.notifications")
@@ -32,10 +32,10 @@ class McpTasksConfig(AppConfig):
             rq_dashboard.follow_embedded_mode()  # when django_rq's admin came after ours
             setting_changed.connect(watchers.forget, dispatch_uid="mcp_tasks.admin.watchers")
         if apps.is_installed("django_rq"):
-            from .tasks.loop_redis import forget_clients_on_change
-            from .tasks.queue import forget_queues
+            from .tasks.queues.loop_redis import forget_clients_on_change
+            from .tasks.queues.queue import forget_queues
 
-            setting_changed.connect(forget_queues, dispatch_uid="mcp_tasks.tasks.queue")
+            setting_changed.connect(forget_queues, dispatch_uid="mcp_tasks.tasks.queues.queue")
             setting_changed.connect(
-                forget_clients_on_change, dispatch_uid="mcp_tasks.tasks.loop_redis"
+                forget_clients_on_change, dispatch_uid="mcp_tasks.tasks.queues.loop_redis"
             )

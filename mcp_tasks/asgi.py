@@ -30,7 +30,7 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
     ``django_app``. With ``django.contrib.auth`` installed, the Django session user is
     available to tools (``ctx.user``). WebSockets at ``ADMIN_LIVE_PATH`` reach the live
     admin."""
-    from .tasks.embedded_worker import autostart
+    from .tasks.worker.embedded_worker import autostart
     from .transport import resource_metadata
     from .transport.consumer import McpConsumer
 

@@ -56,7 +56,7 @@ class WaitingFor(models.TextChoices):
 
 
 class Task(models.Model):
-    """A background run of a tool. Only :mod:`mcp_tasks.tasks.service` writes these rows."""
+    """A background run of a tool. Only :mod:`mcp_tasks.tasks.state.service` writes these rows."""
 
     id = models.CharField(primary_key=True, max_length=64, editable=False)
     principal_scope = models.CharField(max_length=255, db_index=True)

@@ -101,7 +101,7 @@ def _loop_databases_closed() -> Iterator[None]:
     """Close the event loops' own database connections (``LoopDatabase``: PostgreSQL) after
     every test, whatever loop made them, so the test database can be dropped at the end."""
     yield
-    from mcp_tasks.tasks.loop_database import close_all_now
+    from mcp_tasks.tasks.state.loop_database import close_all_now
 
     close_all_now()
 
@@ -464,7 +464,7 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 def embedded_queue(settings: Any) -> Iterator[Any]:
     """Jobs go to the embedded in-process fake Redis (``EMBEDDED_WORKER``), emptied before and
     after the test; the fixture's value is a connection to it."""
-    from mcp_tasks.tasks import embedded
+    from mcp_tasks.tasks.queues import embedded
 
     settings.MCP_TASKS = {"EMBEDDED_WORKER": True}
     connection = embedded.connection()

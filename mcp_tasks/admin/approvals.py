@@ -2,7 +2,7 @@
 the approval's own page) with the form of the editable arguments, and the decision itself.
 
 Deciding needs the approval's permission (and group); every decision goes through
-:func:`mcp_tasks.tasks.approvals.decide` and is also written to the admin's log
+:func:`mcp_tasks.tasks.state.approvals.decide` and is also written to the admin's log
 (``LogEntry``) in the same transaction.
 """
 
@@ -28,7 +28,7 @@ from ..authoring.approval import APPROVAL_METHOD
 from ..authoring.registry import mcp
 from ..core.task_contract import InvalidAnswer
 from ..models import InputRequest, InputRequestStatus, Task
-from ..tasks import approvals, service
+from ..tasks.state import approvals, service
 from .forms import field_for
 
 #: The hidden field that brings a decision made on the task page back to the task page.

@@ -6,7 +6,7 @@ and which principals have active tasks, with their counts.
 
 Rows are read-only here. The only writes are the "Cancel" and "Retry" actions and the Answer
 page (also embedded in a task page with one open question), and all go through
-:mod:`mcp_tasks.tasks.service`, the same functions the MCP wire uses. Permissions: viewing
+:mod:`mcp_tasks.tasks.state.service`, the same functions the MCP wire uses. Permissions: viewing
 follows Django's view permissions; cancelling needs ``mcp_tasks.change_task``; retrying
 ``mcp_tasks.retry_task``; answering ``mcp_tasks.answer_inputrequest``.
 """
@@ -29,12 +29,8 @@ from ..authoring.approval import APPROVAL_METHOD
 from ..conf import get_config
 from ..core import task_contract
 from ..models import InputRequest, InputRequestStatus, Task, TaskLogEntry, TaskStatus
-from ..tasks import service
-from . import (
-    actions as admin_actions,
-    approvals as admin_approvals,
-    dashboard as admin_dashboard,
-)
+from ..tasks.state import service
+from . import actions as admin_actions, approvals as admin_approvals, dashboard as admin_dashboard
 from .forms import ELICIT, ROOTS, SAMPLE, answer_url
 from .rq_dashboard import queue_dashboard_url
 from .waiting import (

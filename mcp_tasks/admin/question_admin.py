@@ -1,5 +1,5 @@
 """The operator UI's questions: the list of waiting questions (staff approvals included)
-and the Answer page, whose answer goes through :func:`mcp_tasks.tasks.service.answer`, the
+and the Answer page, whose answer goes through :func:`mcp_tasks.tasks.state.service.answer`, the
 one answer path. Answering needs ``mcp_tasks.answer_inputrequest``."""
 
 from __future__ import annotations
@@ -21,12 +21,8 @@ from django.utils.timesince import timesince
 from ..authoring.approval import APPROVAL_METHOD
 from ..core import task_contract
 from ..models import InputRequest, InputRequestStatus
-from ..tasks import service
-from . import (
-    actions as admin_actions,
-    approvals as admin_approvals,
-    forms as admin_forms,
-)
+from ..tasks.state import service
+from . import actions as admin_actions, approvals as admin_approvals, forms as admin_forms
 from .forms import ELICIT, SAMPLE, answer_form
 from .model_admins import (
     KINDS,

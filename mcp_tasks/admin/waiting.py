@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from ..authoring.registry import mcp
 from ..authoring.retries import DEFAULT_RETRY
 from ..models import ACTIVE_STATUSES, Task, TaskStatus, WaitingFor
-from ..tasks import service
+from ..tasks.state import service
 
 #: Queued, not running: its job has not started, or waits for a limit or a retry.
 WAITING = Q(status=TaskStatus.WORKING, heartbeat_at__isnull=True)

@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from ..conf import get_config
-from ..tasks.queue import get_queue
+from ..tasks.queues.queue import get_queue
 
 logger = logging.getLogger("mcp_tasks.admin")
 

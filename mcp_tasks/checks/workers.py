@@ -15,7 +15,7 @@ from django.utils.module_loading import import_string
 from ..authoring.registry import mcp
 from ..conf import get_config
 from ..core.db import SQLITE_OPTIONS as _SQLITE_OPTIONS
-from ..tasks.worker import takes_task_jobs
+from ..tasks.worker.task_worker import takes_task_jobs
 
 _TASK_WORKER = "mcp_tasks.tasks.worker.TaskWorker"
 _IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"

@@ -122,7 +122,7 @@ def unreachable_errors() -> tuple[type[BaseException], ...]:
     """What a database that cannot be reached for now raises (restarting, its primary being
     replaced, a connection it dropped): Django's ``OperationalError`` and
     ``InterfaceError``, and psycopg's own (the statements sent from an event loop,
-    :mod:`mcp_tasks.tasks.loop_database`)."""
+    :mod:`mcp_tasks.tasks.state.loop_database`)."""
     errors: list[type[BaseException]] = [OperationalError, InterfaceError]
     try:
         import psycopg

@@ -10,7 +10,7 @@ library, as each library documents; every user in mcp_tasks follows it:
   the fair queue, the live admin's mark) are django-rq's own (:func:`queue_client`), the
   very client ``manage.py rqworker`` hands its worker;
 - their **async** twins (a new task's job queued from an ASGI process's event loop,
-  :mod:`mcp_tasks.tasks.loop_redis`) are built here from the same ``RQ_QUEUES`` entry
+  :mod:`mcp_tasks.tasks.queues.loop_redis`) are built here from the same ``RQ_QUEUES`` entry
   (:func:`queue_async_client`), read as django-rq reads it;
 - the channel layer's Redis, for what the process bus keeps beside the layer
   (:mod:`mcp_tasks.transport.process_bus`), is built here from the layer's first host

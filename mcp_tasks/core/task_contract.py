@@ -34,7 +34,7 @@ class Caller:
     kept in the task's snapshot and restored for each of its jobs and for a retry.
 
     Made from a request by :meth:`mcp_tasks.protocol.request.RequestInfo.caller` and from a
-    stored task by :func:`mcp_tasks.tasks.lifecycle.stored_caller`. ``access_token`` and
+    stored task by :func:`mcp_tasks.tasks.state.lifecycle.stored_caller`. ``access_token`` and
     ``headers`` are the secrets: sealed at rest (``MCP_TASKS["SNAPSHOT_HEADERS"]`` names the
     headers kept).
     """

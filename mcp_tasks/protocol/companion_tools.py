@@ -20,12 +20,7 @@ from ..authoring.registry import MCPServer
 from ..authoring.tool_call import error_result
 from ..conf import CompanionToolNames, get_config
 from ..core.task_contract import InvalidAnswer, TaskNotFound
-from .handle_shapes import (
-    expected_answer,
-    not_found_result,
-    question_message,
-    task_summary,
-)
+from .handle_shapes import expected_answer, not_found_result, question_message, task_summary
 from .ports import QuestionView, TaskView
 from .request import RequestInfo, Sink
 from .stored import is_lookup_key

@@ -30,7 +30,7 @@ def log_params(level: str, data: Any, logger_name: str | None) -> dict[str, Any]
 
 def task_event_notification(event: dict[str, Any]) -> Message:
     """The notification of a task's event, as the task engine sends it
-    (:meth:`mcp_tasks.tasks.job.Job.report_progress` and ``log``): ``kind`` ``progress`` or
+    (:meth:`mcp_tasks.tasks.worker.job.Job.report_progress` and ``log``): ``kind`` ``progress`` or
     ``log``, the task's id, and the event's fields."""
     if event["kind"] == "progress":
         method = "notifications/progress"

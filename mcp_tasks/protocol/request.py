@@ -42,7 +42,7 @@ class Sink(Protocol):
         """Return once the task has changed since it was first watched or since the last
         wait returned (at once if it already has), or after ``timeout`` seconds: the
         fields of the ended task when the change carried them
-        (:func:`~mcp_tasks.tasks.service.with_final_fields`), else None."""
+        (:func:`~mcp_tasks.tasks.state.service.with_final_fields`), else None."""
         ...
 
 

@@ -27,11 +27,7 @@ from ..core.task_contract import Caller, TaskNotFound
 from ..exceptions import ProtocolError
 from . import request_state
 from .constants import LEGACY_TASKS_VERSION, TASKS_EXTENSION
-from .handle_shapes import (
-    QUESTION_CAPABILITIES,
-    cancelled_result,
-    handle_result,
-)
+from .handle_shapes import QUESTION_CAPABILITIES, cancelled_result, handle_result
 from .notices import progress_params
 from .ports import QuestionView, TaskView
 from .question_relay import QuestionRelay

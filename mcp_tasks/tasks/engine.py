@@ -12,7 +12,7 @@ from typing import Any
 from ..core.db import db
 from ..core.task_contract import NewTask
 from ..models import ACTIVE_STATUSES, InputRequest, Task
-from . import service
+from .state import service
 
 
 def _row(task: object) -> Task:

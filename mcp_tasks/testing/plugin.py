@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from ..conf import get_config
-from ..tasks import embedded
+from ..tasks.queues import embedded
 from .client import McpClient
 
 #: The fixture that runs the embedded worker: a session using it gets database files.

@@ -1,6 +1,6 @@
 """Staff decisions in tests: approve or reject a task's approval (``Approval(...)``) the way
 an operator does in the admin, through the same decision path
-(:func:`mcp_tasks.tasks.approvals.decide`)."""
+(:func:`mcp_tasks.tasks.state.approvals.decide`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from ..authoring.approval import APPROVAL_KEY
 from ..models import InputRequest, InputRequestStatus
-from ..tasks import approvals
+from ..tasks.state import approvals
 from .client import TaskRun
 from .results import McpClientError
 

@@ -15,8 +15,8 @@ from django.http.request import validate_host
 
 from ..conf import get_config
 from ..core.background import drain
-from ..tasks import embedded
-from ..tasks.loop_database import LoopDatabase
+from ..tasks.queues import embedded
+from ..tasks.state.loop_database import LoopDatabase
 from .results import McpClientError, Message, resolved
 
 if TYPE_CHECKING:

@@ -19,8 +19,9 @@ from django.utils.module_loading import import_string
 from ..checks.workers import module_available
 from ..conf import get_config
 from ..core.db import SQLITE_OPTIONS, db
-from ..tasks import embedded, embedded_worker
-from ..tasks.loop_database import close_all_now
+from ..tasks.queues import embedded
+from ..tasks.state.loop_database import close_all_now
+from ..tasks.worker import embedded_worker
 
 
 @contextlib.contextmanager

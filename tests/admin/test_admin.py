@@ -24,7 +24,7 @@ from mcp_tasks.models import (
     TaskSnapshot,
     TaskStatus,
 )
-from mcp_tasks.tasks import crypto, service
+from mcp_tasks.tasks.state import crypto, service
 from tests.support import rows
 
 pytestmark = pytest.mark.django_db

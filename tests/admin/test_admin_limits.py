@@ -301,7 +301,7 @@ def test_task_page_shows_no_wait_for_a_running_task(viewer: Client) -> None:
 @pytest.fixture
 def fresh_worker_count(embedded_queue: Any) -> Iterator[Any]:
     """Queues on the embedded fake Redis, with nothing remembered of their workers."""
-    from mcp_tasks.tasks import queue
+    from mcp_tasks.tasks.queues import queue
 
     queue._live_workers.clear()
     yield embedded_queue
@@ -325,8 +325,8 @@ def test_the_task_list_warns_when_tasks_wait_and_no_worker_serves_their_queue(
 def test_the_task_list_does_not_warn_while_a_worker_serves_the_queue(
     viewer: Client, fresh_worker_count: Any
 ) -> None:
-    from mcp_tasks.tasks import queue
-    from mcp_tasks.tasks.worker import EmbeddedTaskWorker
+    from mcp_tasks.tasks.queues import queue
+    from mcp_tasks.tasks.worker.task_worker import EmbeddedTaskWorker
 
     worker = EmbeddedTaskWorker([queue.get_queue("reports")], connection=fresh_worker_count)
     worker.register_birth()  # type: ignore[no-untyped-call]
@@ -339,7 +339,7 @@ def test_the_task_list_says_when_only_rq_workers_serve_the_queue(
 ) -> None:
     from rq import Worker
 
-    from mcp_tasks.tasks import queue
+    from mcp_tasks.tasks.queues import queue
 
     Worker([queue.get_queue("reports")], connection=fresh_worker_count).register_birth()  # type: ignore[no-untyped-call]
     make_task(queue="reports")

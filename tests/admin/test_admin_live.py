@@ -22,7 +22,8 @@ from mcp_tasks.asgi import admin_live_application, mcp_application
 from mcp_tasks.core.db import db
 from mcp_tasks.core.groups import task_shard_group
 from mcp_tasks.models import Task
-from mcp_tasks.tasks import embedded, service
+from mcp_tasks.tasks.queues import embedded
+from mcp_tasks.tasks.state import service
 from tests.support.rows import ask, new_task
 from tests.support.worker_fixtures import task_id_in_shard_of
 

@@ -15,7 +15,8 @@ from django.test import Client
 from django.urls import reverse
 
 from mcp_tasks.models import InputRequestStatus, Task, TaskStatus
-from mcp_tasks.tasks import fair_queue, queue, service
+from mcp_tasks.tasks.queues import fair_queue, queue
+from mcp_tasks.tasks.state import service
 from tests.support import rows
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("embedded_queue")]

@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group, Permission, User
 from mcp_tasks.authoring.approval import StaffAudience
 from mcp_tasks.authoring.registry import mcp
 from mcp_tasks.models import InputRequest, Task, TaskSnapshot, TaskStatus
-from mcp_tasks.tasks import approvals, service
+from mcp_tasks.tasks.state import approvals, service
 
 _ids = itertools.count(1)
 BROWSE = ("mcp_tasks.view_task", "mcp_tasks.view_inputrequest")

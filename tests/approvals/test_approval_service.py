@@ -12,7 +12,7 @@ from mcp_tasks import signals
 from mcp_tasks.authoring.approval import WAITING_FOR_STAFF, StaffAudience
 from mcp_tasks.core.task_contract import InvalidAnswer
 from mcp_tasks.models import Audience, InputRequestStatus, Task, TaskStatus, WaitingFor
-from mcp_tasks.tasks import approvals, service
+from mcp_tasks.tasks.state import approvals, service
 
 from .conftest import ANSWER, BROWSE, ask_staff, make_task, make_user, wait_for_approval
 
@@ -193,7 +193,7 @@ def test_an_approval_is_mailed_like_a_question(
         email="mia@example.com"
     )
     question = wait_for_approval(refund_task)
-    from mcp_tasks.tasks import question_mail
+    from mcp_tasks.tasks.state import question_mail
 
     assert question_mail.send_due() == 1
     (mail,) = mailoutbox

@@ -3,7 +3,7 @@
 The client runs in its own virtualenv (``.venv-mcp1``, see ``tests/support/legacy_client_fixtures.py``)
 as ``tests/legacy_clients/mcp1_tasks.py`` scenarios. Most run against one embedded-mode
 server; the admin flows run on Redis with a real ``manage.py rqworker``, the answer given
-through ``mcp_tasks.tasks.service.answer`` exactly as the admin view gives it.
+through ``mcp_tasks.tasks.state.service.answer`` exactly as the admin view gives it.
 """
 
 from __future__ import annotations

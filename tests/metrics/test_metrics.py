@@ -24,10 +24,10 @@ from mcp_tasks.core import metrics_hook, task_contract
 from mcp_tasks.metrics import registry, switch
 from mcp_tasks.metrics.collector import DatabaseCollector
 from mcp_tasks.models import InputRequest, Task
-from mcp_tasks.tasks import service
-from mcp_tasks.tasks.intake import Intake
-from mcp_tasks.tasks.rq_bookkeeping import Taken
-from mcp_tasks.tasks.runtime import Slots
+from mcp_tasks.tasks.queues.rq_bookkeeping import Taken
+from mcp_tasks.tasks.state import service
+from mcp_tasks.tasks.worker.intake import Intake
+from mcp_tasks.tasks.worker.runtime import Slots
 from mcp_tasks.testing import McpClient, McpError
 from mcp_tasks.transport.admission import Admission
 from mcp_tasks.transport.http import HttpError
@@ -309,7 +309,7 @@ class _Worker:
 def test_takes_held_back_by_fair_share_and_parked_jobs_are_counted_by_queue(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("mcp_tasks.tasks.intake.note_parked", lambda job_ids: None)
+    monkeypatch.setattr("mcp_tasks.tasks.worker.intake.note_parked", lambda job_ids: None)
     deltas = Deltas(
         ("mcp_tasks_fair_share_deferrals_total", {"queue": "mcp_tasks"}),
         ("mcp_tasks_concurrency_limit_parked_total", {"queue": "mcp_tasks"}),

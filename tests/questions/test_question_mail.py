@@ -1,4 +1,4 @@
-"""E-mail to operators about new questions (``mcp_tasks.tasks.question_mail``), through Django's
+"""E-mail to operators about new questions (``mcp_tasks.tasks.state.question_mail``), through Django's
 ``locmem`` e-mail backend: recipients, content, the link, and the digest rule."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from django.utils import timezone
 from mcp_tasks import signals
 from mcp_tasks.authoring.approval import StaffAudience
 from mcp_tasks.models import InputRequest, InputRequestStatus, Task
-from mcp_tasks.tasks import embedded, question_mail, service
-from mcp_tasks.tasks.worker import maintain
+from mcp_tasks.tasks.queues import embedded
+from mcp_tasks.tasks.state import question_mail, service
+from mcp_tasks.tasks.worker.task_worker import maintain
 from tests.support import rows
 from tests.support.rows import YES_NO, ask
 

@@ -43,7 +43,7 @@ from rq.utils import as_text, now, utcformat
 from rq.worker import BaseWorker, Worker, WorkerStatus
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
-JOB_FUNCTION = "mcp_tasks.tasks.job.run_task"
+JOB_FUNCTION = "mcp_tasks.tasks.worker.job.run_task"
 
 
 # -- helpers ---------------------------------------------------------------------------------

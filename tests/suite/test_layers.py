@@ -154,10 +154,13 @@ def test_no_function_level_import_inside_the_package() -> None:
     ("source", "target"),
     [
         ("mcp_tasks.protocol.dispatch", "mcp_tasks.tasks.engine"),  # siblings
-        ("mcp_tasks.tasks.job", "mcp_tasks.protocol.constants"),  # siblings
+        ("mcp_tasks.tasks.worker.job", "mcp_tasks.protocol.constants"),  # siblings
         ("mcp_tasks.models", "mcp_tasks.authoring.registry"),  # up
         ("mcp_tasks.protocol.handlers", "mcp_tasks.transport.http"),  # up
-        ("mcp_tasks.tasks.lifecycle", "mcp_tasks.admin.events"),  # up: the engine knows no admin
+        (
+            "mcp_tasks.tasks.state.lifecycle",
+            "mcp_tasks.admin.events",
+        ),  # up: the engine knows no admin
         ("mcp_tasks.core.db", "mcp_tasks.auth"),  # up
     ],
 )
@@ -166,12 +169,56 @@ def test_the_check_refuses_an_upward_or_sideways_import(source: str, target: str
 
 
 def test_the_scan_finds_function_level_imports() -> None:
-    text = "from . import queue\n\ndef later():\n    from ..authoring.registry import mcp\n"
-    found = _imports(PACKAGE / "tasks" / "service.py", text)
+    text = "from ..queues import queue\n\ndef later():\n    from ...authoring.registry import mcp\n"
+    found = _imports(PACKAGE / "tasks" / "state" / "service.py", text)
     assert [(item.target, item.in_function) for item in found] == [
-        ("mcp_tasks.tasks.queue", False),
+        ("mcp_tasks.tasks.queues.queue", False),
         ("mcp_tasks.authoring.registry", True),
     ]
+
+
+#: The task engine's own layers: what runs jobs, what changes task state, what queues
+#: work; ``engine`` (the port the protocol is handed) sits on the state.
+TASK_LAYERS = {"worker": 3, "engine": 2, "state": 1, "queues": 0}
+#: At most this many modules in one of its folders.
+TASK_FOLDER_MODULES_AT_MOST = 14
+
+
+def task_layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["mcp_tasks", "tasks"] and len(parts) > 2 else None
+
+
+def task_violations(imports: list[Import]) -> list[str]:
+    """Imports inside the task engine that run up its layers (queues < state < worker)."""
+    found = []
+    for item in imports:
+        source, target = task_layer(item.source), task_layer(item.target)
+        if source is None or target is None or source == target:
+            continue
+        if TASK_LAYERS[target] >= TASK_LAYERS[source]:
+            found.append(f"{item.source}:{item.line} ({source}) imports {item.target} ({target})")
+    return found
+
+
+def test_the_task_engine_runs_worker_then_state_then_queues() -> None:
+    imports = _all_imports()
+    assert any(task_layer(item.source) == "worker" for item in imports)  # the scan sees them
+    assert task_violations(imports) == []
+    assert task_violations(
+        [Import("mcp_tasks.tasks.queues.queue", "mcp_tasks.tasks.state.rows", 1, False)]
+    )
+
+
+def test_every_task_module_is_in_one_of_its_layers() -> None:
+    tasks = PACKAGE / "tasks"
+    loose = sorted(
+        path.name for path in tasks.glob("*.py") if path.stem not in ("__init__", "engine")
+    )
+    assert loose == []
+    for folder in ("worker", "state", "queues"):
+        modules = [path for path in (tasks / folder).glob("*.py") if path.stem != "__init__"]
+        assert 0 < len(modules) <= TASK_FOLDER_MODULES_AT_MOST, folder
 
 
 def test_the_architecture_page_names_files_that_exist() -> None:

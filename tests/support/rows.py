@@ -9,7 +9,7 @@ from typing import Any
 from mcp_tasks.authoring.approval import StaffAudience
 from mcp_tasks.core import task_contract
 from mcp_tasks.models import InputRequest, Task
-from mcp_tasks.tasks import service
+from mcp_tasks.tasks.state import service
 
 #: The answer schema of the questions :func:`ask` asks: one required boolean, ``ok``.
 YES_NO = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}

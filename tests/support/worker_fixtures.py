@@ -768,7 +768,7 @@ def job_ids(redis_url: str, queue: str = QUEUE) -> list[str]:
     """Job ids waiting in the fair queue of ``queue``."""
     import redis
 
-    from mcp_tasks.tasks import fair_queue
+    from mcp_tasks.tasks.queues import fair_queue
 
     client = redis.Redis.from_url(redis_url)
     try:

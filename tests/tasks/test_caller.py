@@ -9,7 +9,7 @@ from django.test import override_settings
 from mcp_tasks.auth import AccessToken, Principal
 from mcp_tasks.core.task_contract import Caller
 from mcp_tasks.protocol.request import RequestInfo
-from mcp_tasks.tasks import service
+from mcp_tasks.tasks.state import service
 from tests.support.rows import new_task
 
 TOKEN = AccessToken(token="t-1", client_id="client-9", scopes=["mcp"], claims={"sub": "ada"})

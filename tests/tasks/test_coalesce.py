@@ -1,4 +1,4 @@
-"""Calls coalesced into one thread hop (:mod:`mcp_tasks.tasks.coalesce`), on a real thread
+"""Calls coalesced into one thread hop (:mod:`mcp_tasks.tasks.queues.coalesce`), on a real thread
 pool: the batches each hop carried, outcomes per call, failures and cancelled callers."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mcp_tasks.tasks.coalesce import Coalesced, Outcome, database_hop, each
+from mcp_tasks.tasks.queues.coalesce import Coalesced, Outcome, database_hop, each
 
 
 class Recorder:

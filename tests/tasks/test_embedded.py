@@ -94,7 +94,8 @@ def test_the_embedded_worker_starts_after_the_channel_layer_exists(
 
     from channels.layers import channel_layers
 
-    from mcp_tasks.tasks import embedded, embedded_worker
+    from mcp_tasks.tasks.queues import embedded
+    from mcp_tasks.tasks.worker import embedded_worker
 
     seen: list[bool] = []
 

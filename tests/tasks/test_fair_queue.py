@@ -1,4 +1,4 @@
-"""The fair queue (``mcp_tasks.tasks.fair_queue``) as the workers' bookkeeping script takes
+"""The fair queue (``mcp_tasks.tasks.queues.fair_queue``) as the workers' bookkeeping script takes
 from it, on the real Redis and on the embedded mode's in-process fake Redis.
 
 What must hold: free slots go to the principals with jobs waiting in turn, first in first
@@ -24,9 +24,9 @@ from rq import Queue
 from mcp_tasks import TaskConfig
 from mcp_tasks.authoring.registry import MCPServer, mcp
 from mcp_tasks.models import Task
-from mcp_tasks.tasks import embedded, fair_queue, queue
-from mcp_tasks.tasks.rq_bookkeeping import Bookkeeping, Room, Taken
-from mcp_tasks.tasks.worker import EmbeddedTaskWorker
+from mcp_tasks.tasks.queues import embedded, fair_queue, queue
+from mcp_tasks.tasks.queues.rq_bookkeeping import Bookkeeping, Room, Taken
+from mcp_tasks.tasks.worker.task_worker import EmbeddedTaskWorker
 
 pytestmark = pytest.mark.redis
 

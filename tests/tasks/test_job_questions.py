@@ -17,8 +17,8 @@ from django.db import OperationalError, connections
 from django.test import override_settings
 
 from mcp_tasks.models import InputRequest
-from mcp_tasks.tasks import service
-from mcp_tasks.tasks.job import run_task
+from mcp_tasks.tasks.state import service
+from mcp_tasks.tasks.worker.job import run_task
 from tests.support.rows import new_task
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -19,7 +19,7 @@ from mcp_tasks import Context
 from mcp_tasks.authoring.registry import MCPServer
 from mcp_tasks.core import log_fields, task_contract
 from mcp_tasks.models import Task, TaskStatus
-from mcp_tasks.tasks.job import run_task
+from mcp_tasks.tasks.worker.job import run_task
 from tests.support.rows import new_task
 
 tool_logger = logging.getLogger("tests.tool_code")

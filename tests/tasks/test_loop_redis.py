@@ -1,4 +1,4 @@
-"""A task's job queued from the event loop (``mcp_tasks.tasks.loop_redis``) is what rq's
+"""A task's job queued from the event loop (``mcp_tasks.tasks.queues.loop_redis``) is what rq's
 own enqueue writes, on the real Redis, over an async client made from the queue's
 ``RQ_QUEUES`` entry; where none can be made (embedded mode's fake Redis), the job is queued
 from a thread. A Redis that is unreachable for a while (restarting) is waited for, up to
@@ -20,7 +20,7 @@ from rq import Queue
 
 from mcp_tasks.core import redis_clients
 from mcp_tasks.models import Task
-from mcp_tasks.tasks import fair_queue, loop_redis, queue
+from mcp_tasks.tasks.queues import fair_queue, loop_redis, queue
 from tests.support.worker_fixtures import free_port
 
 pytestmark = pytest.mark.redis

@@ -1,6 +1,6 @@
 """The worker's Lua bookkeeping writes what rq's own code writes, on the real Redis.
 
-:mod:`mcp_tasks.tasks.rq_bookkeeping` replaces rq's pipelines for starting a job and for
+:mod:`mcp_tasks.tasks.queues.rq_bookkeeping` replaces rq's pipelines for starting a job and for
 forgetting a task job that succeeded. Each test runs rq's own worker methods for one job
 (``prepare_execution`` and ``prepare_job_execution`` to start it, ``_finalize_success`` to
 end it) and the script for another, side by side, and compares everything Redis then holds
@@ -22,8 +22,8 @@ from rq import Queue
 from rq.executions import WORKER_EXECUTIONS_KEY_TEMPLATE, Execution
 from rq.utils import now
 
-from mcp_tasks.tasks.rq_bookkeeping import Bookkeeping
-from mcp_tasks.tasks.worker import EmbeddedTaskWorker
+from mcp_tasks.tasks.queues.rq_bookkeeping import Bookkeeping
+from mcp_tasks.tasks.worker.task_worker import EmbeddedTaskWorker
 
 pytestmark = pytest.mark.redis
 

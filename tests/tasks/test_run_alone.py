@@ -1,4 +1,4 @@
-"""A job run by rq's own worker classes (``mcp_tasks.tasks.job.run_task``: the forking
+"""A job run by rq's own worker classes (``mcp_tasks.tasks.worker.job.run_task``: the forking
 worker's work-horse runs one job on a loop of its own and exits) still tells the task's
 watchers of its last change: on the real Redis pub/sub channel layer, whose send needs the
 loop after the job's last statement."""
@@ -17,8 +17,8 @@ from django.db import connections
 from django.test import override_settings
 
 from mcp_tasks.core import groups
-from mcp_tasks.tasks import service
-from mcp_tasks.tasks.job import run_task
+from mcp_tasks.tasks.state import service
+from mcp_tasks.tasks.worker.job import run_task
 from tests.support.rows import new_record
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]

@@ -16,7 +16,7 @@ from django.dispatch import Signal
 from mcp_tasks import signals
 from mcp_tasks.core import task_contract
 from mcp_tasks.models import Task, TaskStatus
-from mcp_tasks.tasks import service
+from mcp_tasks.tasks.state import service
 from tests.support.rows import YES_NO, new_task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("embedded_queue")]

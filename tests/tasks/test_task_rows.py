@@ -1,4 +1,4 @@
-"""The hot-path SQL of ``mcp_tasks.tasks.rows`` reads and writes rows exactly as the ORM does
+"""The hot-path SQL of ``mcp_tasks.tasks.state.rows`` reads and writes rows exactly as the ORM does
 (on SQLite and on PostgreSQL)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from django.utils import timezone
 from mcp_tasks.core import task_contract
 from mcp_tasks.core.db import db
 from mcp_tasks.models import Task, TaskSnapshot, TaskStatus
-from mcp_tasks.tasks import changes, rows, service
-from mcp_tasks.tasks.loop_database import LoopDatabase
+from mcp_tasks.tasks.state import changes, rows, service
+from mcp_tasks.tasks.state.loop_database import LoopDatabase
 from tests.support.rows import new_record
 
 pytestmark = pytest.mark.django_db
@@ -367,7 +367,7 @@ def _in_loop(scenario: Any) -> Any:
 @pytest.mark.redis
 @pytest.mark.django_db(transaction=True)
 def test_a_task_created_from_the_event_loop_is_the_one_the_orm_path_creates() -> None:
-    from mcp_tasks.tasks import queue
+    from mcp_tasks.tasks.queues import queue
 
     by_orm = service.create_task(_new())
     by_loop = _in_loop(lambda: service.acreate_task(_new()))

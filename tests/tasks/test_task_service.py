@@ -1,4 +1,4 @@
-"""The task service (``mcp_tasks.tasks.service``) and the snapshot crypto, in process with
+"""The task service (``mcp_tasks.tasks.state.service``) and the snapshot crypto, in process with
 the ORM. Jobs go to the embedded in-process fake Redis (``EMBEDDED_WORKER``), whose queue
 the tests inspect; no worker runs them here (the live tests do)."""
 
@@ -23,7 +23,8 @@ from mcp_tasks.models import (
     TaskSnapshot,
     TaskStatus,
 )
-from mcp_tasks.tasks import crypto, fair_queue, notify, queue, service
+from mcp_tasks.tasks.queues import fair_queue, queue
+from mcp_tasks.tasks.state import crypto, notify, service
 from tests.support import rows as support_rows
 from tests.support.rows import new_record
 
@@ -185,7 +186,7 @@ def test_a_task_queued_where_no_worker_serves_says_so_once(
 def test_a_task_queued_while_a_worker_serves_its_queue_just_waits(
     no_worker_memory: None, embedded_queue: Any
 ) -> None:
-    from mcp_tasks.tasks.worker import EmbeddedTaskWorker
+    from mcp_tasks.tasks.worker.task_worker import EmbeddedTaskWorker
 
     worker = EmbeddedTaskWorker([queue.get_queue("mcp_tasks")], connection=embedded_queue)
     worker.register_birth()  # type: ignore[no-untyped-call]
@@ -556,7 +557,7 @@ def test_a_queued_task_whose_job_vanished_is_queued_again(
 def test_a_queued_task_whose_job_is_still_queued_is_left_alone(
     no_worker_memory: None, embedded_queue: Any
 ) -> None:
-    from mcp_tasks.tasks.worker import EmbeddedTaskWorker
+    from mcp_tasks.tasks.worker.task_worker import EmbeddedTaskWorker
 
     worker = EmbeddedTaskWorker([queue.get_queue("mcp_tasks")], connection=embedded_queue)
     worker.register_birth()  # type: ignore[no-untyped-call]  # a worker serves the queue

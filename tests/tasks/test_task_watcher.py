@@ -14,7 +14,7 @@ from channels_redis.pubsub import RedisPubSubChannelLayer
 from django.utils import timezone
 
 from mcp_tasks.core import groups
-from mcp_tasks.tasks import service
+from mcp_tasks.tasks.state import service
 from mcp_tasks.transport.task_watcher import TaskWatcher
 from tests.support.worker_fixtures import task_id_in_shard_of
 

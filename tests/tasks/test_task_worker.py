@@ -287,7 +287,7 @@ def test_the_workers_event_loop_is_uvloops_when_it_is_installed() -> None:
     6% lower, A/B with two workers); without it, asyncio's own loop."""
     import uvloop
 
-    from mcp_tasks.tasks.loop_thread import new_event_loop
+    from mcp_tasks.tasks.worker.loop_thread import new_event_loop
 
     loop = new_event_loop()
     try:

@@ -24,9 +24,10 @@ from rq import Queue
 
 from mcp_tasks.core.db import db
 from mcp_tasks.models import Task
-from mcp_tasks.tasks import embedded, fair_queue, queue as task_queue, service
-from mcp_tasks.tasks.rq_bookkeeping import Taken
-from mcp_tasks.tasks.worker import EmbeddedTaskWorker
+from mcp_tasks.tasks.queues import embedded, fair_queue, queue as task_queue
+from mcp_tasks.tasks.queues.rq_bookkeeping import Taken
+from mcp_tasks.tasks.state import service
+from mcp_tasks.tasks.worker.task_worker import EmbeddedTaskWorker
 from tests.support.rows import new_record
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]

@@ -22,7 +22,7 @@ from django.test import TransactionTestCase, override_settings
 
 from mcp_tasks.core.db import in_memory_sqlite
 from mcp_tasks.models import Task
-from mcp_tasks.tasks import embedded_worker
+from mcp_tasks.tasks.worker import embedded_worker
 from mcp_tasks.testing import McpClient, McpClientError, approve, reject, task_worker
 from tests.conftest import ROOT, _with_database
 

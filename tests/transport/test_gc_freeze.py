@@ -16,7 +16,7 @@ from rq import Queue
 
 from mcp_tasks.asgi import mcp_application
 from mcp_tasks.core.gc_freeze import freeze_startup_objects
-from mcp_tasks.tasks.worker import EmbeddedTaskWorker, TaskWorker
+from mcp_tasks.tasks.worker.task_worker import EmbeddedTaskWorker, TaskWorker
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from ...tasks.worker import maintain
+from ...tasks.worker.task_worker import maintain
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from ...conf import get_config
-from ...tasks import fair_queue, queue as task_queue
+from ...tasks.queues import fair_queue, queue as task_queue
 
 
 class Command(BaseCommand):

@@ -6,14 +6,14 @@ new task's row (``tools/call``) and the read of a task (``tasks/get``). Every ot
 database call goes to Django's thread for sync code (:func:`mcp_tasks.core.db.db`). For these
 statements that hop (a thread switch there and back, and asgiref's bookkeeping) costs
 more than the statements; here they are written once
-(:mod:`mcp_tasks.tasks.rows`) and sent from the loop itself.
+(:mod:`mcp_tasks.tasks.state.rows`) and sent from the loop itself.
 
 The connection is made from Django's own parameters for the database (its adapters,
 hence its time zone handling and JSON loaders; ``assume_role``), in autocommit mode: each
 statement is a transaction of its own, durable before the worker tells anyone. One
 connection per event loop; a connection that broke (the server restarted) is replaced and
 the statement sent once more (the updates are conditional and may run twice; a new task's
-INSERT that had committed is recognised by its id, :func:`~mcp_tasks.tasks.rows.ainsert_task`).
+INSERT that had committed is recognised by its id, :func:`~mcp_tasks.tasks.state.rows.ainsert_task`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .coalesce import Coalesced, Outcome, awaited
+from ..queues.coalesce import Coalesced, Outcome, awaited
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -82,7 +82,7 @@ class LoopDatabase:
         """Run one statement; its row count and first row (None when it returns none).
 
         Calls of the same statement made while one of them is under way go together in the
-        next round trip (:class:`~mcp_tasks.tasks.coalesce.Coalesced`): psycopg's pipeline,
+        next round trip (:class:`~mcp_tasks.tasks.queues.coalesce.Coalesced`): psycopg's pipeline,
         one transaction for the batch, so one commit. A batch that fails (a deadlock with
         another writer, a value the database refuses) is sent again one statement at a
         time, and each caller gets its own outcome."""

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
-from ..core.db import db
+from ...core.db import db
 
 T = TypeVar("T")
 R = TypeVar("R")

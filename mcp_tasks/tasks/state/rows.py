@@ -21,7 +21,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 from django.db.models import Field, Model
 
-from ..models import ACTIVE_STATUSES, Task, TaskSnapshot
+from ...models import ACTIVE_STATUSES, Task, TaskSnapshot
 from .loop_database import LoopDatabase
 
 Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]

@@ -18,16 +18,16 @@ from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
-from ..conf import get_config
-from ..core import redis_clients
+from ...conf import get_config
+from ...core import redis_clients
 from . import embedded, fair_queue
 
 if TYPE_CHECKING:
-    from ..models import Task
+    from ...models import Task
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
-JOB_FUNCTION = "mcp_tasks.tasks.job.run_task"
+JOB_FUNCTION = "mcp_tasks.tasks.worker.job.run_task"
 
 
 _queues: dict[str, Queue] = {}
@@ -98,7 +98,7 @@ def stage_enqueue(task: Task, *, delay: float = 0.0) -> list[tuple[Any, Any]]:
     """The Redis commands of :func:`enqueue` (``(args, options)`` of a redis-py pipeline),
     without sending them: rq's own ``enqueue_job`` writes the job, except that its push to
     rq's list becomes the fair queue's (:data:`.fair_queue.PUSH`).
-    :mod:`mcp_tasks.tasks.loop_redis` sends them from an event loop. Needs no round trip
+    :mod:`mcp_tasks.tasks.queues.loop_redis` sends them from an event loop. Needs no round trip
     once the queue knows the server's version (its first job)."""
     queue = get_queue(task.queue)
     job = _job(task, queue)

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 from rq.job import Job
 
-from ..authoring.registry import mcp
-from ..conf import get_config
+from ...authoring.registry import mcp
+from ...conf import get_config
 
 if TYPE_CHECKING:
-    from ..models import Task
+    from ...models import Task
 
 #: Every fair queue's keys start with this and the rq queue's name.
 KEY_PREFIX = "mcp_tasks:fair:"

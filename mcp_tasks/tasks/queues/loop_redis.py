@@ -2,7 +2,7 @@
 queued without a hop to a thread.
 
 rq is synchronous. :func:`aenqueue` lets rq write a job exactly as it does
-(:func:`mcp_tasks.tasks.queue.stage_enqueue`: rq's own ``enqueue_job``, into a pipeline
+(:func:`mcp_tasks.tasks.queues.queue.stage_enqueue`: rq's own ``enqueue_job``, into a pipeline
 that only records the commands, no I/O), then sends those commands in one MULTI/EXEC from
 ``redis.asyncio`` (with the jobs queued meanwhile), over a client of its own per event loop
 made from the queue's ``RQ_QUEUES`` entry (:func:`mcp_tasks.core.redis_clients.queue_async_client`:
@@ -22,8 +22,8 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from ..conf import get_config
-from ..core import redis_clients
+from ...conf import get_config
+from ...core import redis_clients
 from . import fair_queue
 from .coalesce import Coalesced, Outcome, awaited
 from .queue import QUEUE_SETTINGS, enqueue, get_queue, stage_enqueue
@@ -35,7 +35,7 @@ _senders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Sender
 
 class _Sender:
     """One queue's async client on one loop. The jobs queued while a round trip is under
-    way go together in the next (:class:`~mcp_tasks.tasks.coalesce.Coalesced`): one
+    way go together in the next (:class:`~mcp_tasks.tasks.queues.coalesce.Coalesced`): one
     MULTI/EXEC for all of them."""
 
     def __init__(self, client: redis.asyncio.Redis) -> None:
@@ -82,7 +82,7 @@ def _sender(queue_name: str) -> _Sender | None:
 
 
 async def aenqueue(task: Any) -> None:
-    """:func:`~mcp_tasks.tasks.queue.enqueue` from the event loop; raises when Redis is
+    """:func:`~mcp_tasks.tasks.queues.queue.enqueue` from the event loop; raises when Redis is
     unreachable."""
     loop = asyncio.get_running_loop()
     sender = _sender(task.queue)

@@ -24,9 +24,9 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from .. import signals
-from ..conf import get_config
-from ..models import InputRequest
+from ... import signals
+from ...conf import get_config
+from ...models import InputRequest
 from . import service
 from .service import question_text
 

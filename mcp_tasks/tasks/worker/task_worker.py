@@ -5,7 +5,7 @@
   interleave on one event loop, sync tools run on a thread pool, and a task waiting for an
   answer holds no slot. It still dequeues from rq's queue and keeps rq's registries (the
   started registry shows every running job; django-rq's dashboard shows them).
-- :class:`ForkingTaskWorker` is rq's forking worker (one job at a time, each in a new
+- :class:`.forking_worker.ForkingTaskWorker` is rq's forking worker (one job at a time, each in a new
   process): for tools that must be stoppable by a hard kill. A task whose work-horse dies
   fails at once with a clear message.
 - :class:`EmbeddedTaskWorker`: a :class:`TaskWorker` that runs in a thread of the ASGI
@@ -19,37 +19,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import redis
 from django.db import close_old_connections
 from rq.command import parse_payload
-from rq.exceptions import NoSuchJobError, StopRequested
+from rq.exceptions import StopRequested
 from rq.executions import Execution
 from rq.utils import now
-from rq.worker import BaseWorker, Worker, WorkerStatus
+from rq.worker import BaseWorker, WorkerStatus
 
-from ..authoring.registry import mcp
-from ..conf import get_config
-from ..core import metrics_hook
-from ..core.db import db
-from ..core.gc_freeze import freeze_startup_objects
-from ..core.jsonrpc import INTERNAL_ERROR
-from ..sessions import purge_idle_sessions
-from ..stream_events import purge_old_events
-from . import fair_queue, service
-from .intake import Intake, note_parked
+from ...authoring.registry import mcp
+from ...conf import get_config
+from ...core import metrics_hook
+from ...core.db import db
+from ...core.gc_freeze import freeze_startup_objects
+from ...core.jsonrpc import INTERNAL_ERROR
+from ...sessions import purge_idle_sessions
+from ...stream_events import purge_old_events
+from ..queues import fair_queue
+from ..queues.queue import JOB_FUNCTION, TASK_WORKER_FIELD
+from ..queues.rq_bookkeeping import Started, Taken
+from ..state import service
+from ..state.question_mail import send_due
+from .intake import Intake
 from .job import execute
 from .loop_thread import LoopThread
-from .question_mail import send_due
-from .queue import JOB_FUNCTION, TASK_WORKER_FIELD
-from .rq_bookkeeping import Started, Taken
 from .runtime import JobSlot, Runtime, Slots
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -531,86 +531,6 @@ class EmbeddedTaskWorker(TaskWorker):
                 self.connection.rpush(fair_queue.bell_key(queue.name), "1")
 
 
-class ForkingTaskWorker(_FairDequeuing, _Maintaining, Worker):
-    """rq's forking ``Worker``, one job per work-horse process, for tools that must be
-    stoppable by a hard kill (``tasks/cancel`` of a sync tool kills its work-horse). It
-    takes jobs from the fair queue too."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("maintenance_interval", get_config().TASK_MAINTENANCE_INTERVAL)
-        # rq beats for a running job this often: a third of a lease's life keeps it.
-        kwargs.setdefault("job_monitoring_interval", max(1, int(fair_queue.lease_seconds() / 3)))
-        super().__init__(*args, **kwargs)
-        self._lease: fair_queue.Lease | None = None
-
-    def dequeue_job_and_maintain_ttl(
-        self, timeout: int | None, max_idle_time: int | None = None
-    ) -> Any:
-        found = self._dequeue_fairly(timeout, max_idle_time)
-        self.heartbeat()
-        return found
-
-    def _take_one(self) -> tuple[Any, fair_queue.TakenOne]:
-        more = False
-        for queue in self.queues:
-            taken = fair_queue.take_one(self.connection, queue)
-            note_parked(taken.parked)
-            more = more or taken.more
-            if taken.job_id is None:
-                continue
-            try:
-                job = self.job_class.fetch(
-                    taken.job_id, connection=self.connection, serializer=self.serializer
-                )
-            except NoSuchJobError:  # deleted while queued: skipped, as rq's dequeue skips it
-                self.connection.lrem(queue.intermediate_queue_key, 1, taken.job_id)
-                return None, replace(taken, more=True)
-            job.redis_server_version = self.get_redis_server_version()  # type: ignore[no-untyped-call]
-            self._lease = taken.lease
-            return (job, queue), taken
-        return None, fair_queue.TakenOne(None, None, [], more)
-
-    def execute_job(self, job: Any, queue: Any) -> None:
-        try:
-            super().execute_job(job, queue)
-        finally:
-            lease, self._lease = self._lease, None
-            if lease is not None:
-                try:
-                    fair_queue.release(self.connection, [lease])
-                except Exception:  # Redis down: the lease expires
-                    logger.warning("could not give back the lease of job %s", job.id, exc_info=True)
-
-    def maintain_heartbeats(self, job: Any, execution: Any) -> None:
-        try:
-            super().maintain_heartbeats(job, execution)
-            if self._lease is not None:
-                fair_queue.renew(self.connection, [self._lease])
-        except REDIS_UNREACHABLE as error:  # the work-horse goes on; again next time
-            _unreachable(self, "job heartbeat", error)
-
-    def bootstrap(self, *args: Any, **kwargs: Any) -> None:
-        super().bootstrap(*args, **kwargs)
-        freeze_startup_objects()  # before the first fork: the work-horses share those pages
-
-    def handle_work_horse_killed(self, job: Any, retpid: int, ret_val: int, rusage: Any) -> None:
-        super().handle_work_horse_killed(job, retpid, ret_val, rusage)  # type: ignore[no-untyped-call]
-        task_id = task_job_args(job)[0]
-        if task_id is None:
-            return
-        how = (
-            f"signal {os.WTERMSIG(ret_val)}"
-            if ret_val and os.WIFSIGNALED(ret_val)
-            else f"status {ret_val}"
-        )
-        close_old_connections()
-        service.fail(
-            task_id,
-            {"code": INTERNAL_ERROR, "message": "The worker process running this task died"},
-            f"The worker process running this task died ({how})",
-        )
-
-
 def takes_task_jobs(worker_class: type[Any]) -> bool:
     """Whether workers of ``worker_class`` take task jobs (from the fair queue)."""
     return issubclass(worker_class, _FairDequeuing)
@@ -618,7 +538,6 @@ def takes_task_jobs(worker_class: type[Any]) -> bool:
 
 __all__ = [
     "EmbeddedTaskWorker",
-    "ForkingTaskWorker",
     "TaskWorker",
     "maintain",
     "takes_task_jobs",

@@ -13,14 +13,14 @@ from django.db.models import Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from .. import jsontext, signals
-from ..authoring.registry import mcp
-from ..conf import get_config
-from ..core import log_fields, metrics_hook, trace_hook
-from ..core.db import db
-from ..core.jsonrpc import INTERNAL_ERROR
-from ..core.task_contract import Caller, NewTask, QuotaExceeded, TaskNotFound
-from ..models import (
+from ... import jsontext, signals
+from ...authoring.registry import mcp
+from ...conf import get_config
+from ...core import log_fields, metrics_hook, trace_hook
+from ...core.db import db
+from ...core.jsonrpc import INTERNAL_ERROR
+from ...core.task_contract import Caller, NewTask, QuotaExceeded, TaskNotFound
+from ...models import (
     TERMINAL_STATUSES,
     InputRequestStatus,
     Task,
@@ -28,7 +28,8 @@ from ..models import (
     TaskStatus,
     WaitingFor,
 )
-from . import announcements, crypto, fair_queue, loop_redis, queue, rows
+from ..queues import fair_queue, loop_redis, queue
+from . import announcements, crypto, rows
 from .changes import (
     add_log,
     count_finished_on_commit,
@@ -96,8 +97,8 @@ def create_task(new: NewTask) -> Task:
 
 async def acreate_task(new: NewTask) -> Task:
     """:func:`create_task` from async code: on PostgreSQL the rows go in from the event
-    loop and the job is queued from it (:mod:`~mcp_tasks.tasks.loop_database`,
-    :mod:`~mcp_tasks.tasks.loop_redis`), with no hop to a thread unless a receiver of
+    loop and the job is queued from it (:mod:`~mcp_tasks.tasks.state.loop_database`,
+    :mod:`~mcp_tasks.tasks.queues.loop_redis`), with no hop to a thread unless a receiver of
     ``task_created`` or a live admin page waits for the news."""
     if trace_hook.tracer is None:
         return await _acreate_task(new)

@@ -12,12 +12,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
 from rq import Queue
 
-from ..authoring.registry import mcp
-from ..conf import get_config
-from ..core.db import in_memory_sqlite
-from ..models import Task
-from . import embedded
-from .worker import EmbeddedTaskWorker
+from ...authoring.registry import mcp
+from ...conf import get_config
+from ...core.db import in_memory_sqlite
+from ...models import Task
+from ..queues import embedded
+from .task_worker import EmbeddedTaskWorker
 
 logger = logging.getLogger("mcp_tasks.tasks")
 

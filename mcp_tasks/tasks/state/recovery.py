@@ -9,15 +9,11 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from ..conf import get_config
-from ..core import log_fields
-from ..core.jsonrpc import INTERNAL_ERROR
-from ..models import (
-    Task,
-    TaskStatus,
-    WaitingFor,
-)
-from . import queue
+from ...conf import get_config
+from ...core import log_fields
+from ...core.jsonrpc import INTERNAL_ERROR
+from ...models import Task, TaskStatus, WaitingFor
+from ..queues import queue
 from .changes import add_log, fail, locked, publish_change, touch
 
 logger = logging.getLogger("mcp_tasks.tasks")

@@ -3,8 +3,8 @@ client context, linked to the failed one (``Task.retry_of``)."""
 
 from __future__ import annotations
 
-from ..core import task_contract
-from ..models import Task, TaskStatus
+from ...core import task_contract
+from ...models import Task, TaskStatus
 from . import service
 
 

@@ -16,11 +16,12 @@ from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any
 
-from ..conf import get_config
-from ..core import metrics_hook
-from . import fair_queue, service
-from .fair_queue import Lease
-from .rq_bookkeeping import Bookkeeping, Room, Started, Succeeded, Taken
+from ...conf import get_config
+from ...core import metrics_hook
+from ..queues import fair_queue
+from ..queues.fair_queue import Lease
+from ..queues.rq_bookkeeping import Bookkeeping, Room, Started, Succeeded, Taken
+from ..state import service
 
 logger = logging.getLogger("mcp_tasks.tasks")
 

@@ -10,10 +10,10 @@ from typing import Any, ParamSpec
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from ..conf import get_config
-from ..core.background import in_background
-from ..core.db import calling_loop
-from ..core.groups import ADMIN, session_group, task_shard_group, worker_group
+from ...conf import get_config
+from ...core.background import in_background
+from ...core.db import calling_loop
+from ...core.groups import ADMIN, session_group, task_shard_group, worker_group
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -32,7 +32,7 @@ async def apublish_task_change(
     creator's session streams; the ``worker`` runtime running it) that it changed.
     ``answers`` (question key → committed answer) go to the worker only: it goes on without
     reading them back. ``final``: the fields of a task that ended, as committed
-    (:func:`~mcp_tasks.tasks.service.final_fields`), to the waiting requests only: they
+    (:func:`~mcp_tasks.tasks.state.service.final_fields`), to the waiting requests only: they
     answer without reading the task back."""
     layer = get_channel_layer(get_config().CHANNEL_LAYER)
     if layer is None:

@@ -17,18 +17,18 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from .. import signals
-from ..authoring.approval import (
+from ... import signals
+from ...authoring.approval import (
     APPROVAL_KEY,
     APPROVAL_METHOD,
     WAITING_FOR_STAFF,
     StaffAudience,
     rejection_result,
 )
-from ..authoring.registry import mcp
-from ..authoring.tool_call import validate_arguments
-from ..core.task_contract import InvalidAnswer
-from ..models import InputRequest, InputRequestStatus, TaskStatus
+from ...authoring.registry import mcp
+from ...authoring.tool_call import validate_arguments
+from ...core.task_contract import InvalidAnswer
+from ...models import InputRequest, InputRequestStatus, TaskStatus
 from . import announcements
 from .changes import finish, locked, publish_on_commit, touch
 from .questions import NotAllowed, _after_answer, ask_all, may_answer

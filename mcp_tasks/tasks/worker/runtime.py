@@ -12,9 +12,9 @@
   wake-up is noticed within one interval.
 - **Database calls**: on PostgreSQL, a task worker's runtime sends the jobs' own
   transitions (a job starting, a result) from its event loop (:attr:`Runtime.database`,
-  :mod:`mcp_tasks.tasks.loop_database`); otherwise they go to Django's thread for sync
+  :mod:`mcp_tasks.tasks.state.loop_database`); otherwise they go to Django's thread for sync
   code through :meth:`Runtime.call_db`, which carries the calls of several jobs in one hop
-  (:mod:`mcp_tasks.tasks.coalesce`), as every other database call does.
+  (:mod:`mcp_tasks.tasks.queues.coalesce`), as every other database call does.
 - **Slots**: at most ``TASK_CONCURRENCY`` tools run at once (:class:`Slots`); a task that
   waits for an answer gives its slot back while it waits.
 """
@@ -35,13 +35,13 @@ from typing import Any, TypeVar
 
 from channels.layers import get_channel_layer
 
-from ..conf import get_config
-from ..core import groups, metrics_hook
-from ..core.db import db
-from ..models import TERMINAL_STATUSES
-from . import service
-from .coalesce import Coalesced, database_hop, each
-from .loop_database import LoopDatabase
+from ...conf import get_config
+from ...core import groups, metrics_hook
+from ...core.db import db
+from ...models import TERMINAL_STATUSES
+from ..queues.coalesce import Coalesced, database_hop, each
+from ..state import service
+from ..state.loop_database import LoopDatabase
 
 R = TypeVar("R")
 

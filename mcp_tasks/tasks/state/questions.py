@@ -15,25 +15,19 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .. import jsontext, signals
-from ..authoring.approval import (
+from ... import jsontext, signals
+from ...authoring.approval import (
     APPROVAL_METHOD,
     DEFAULT_PERMISSION,
     WAITING_FOR_STAFF,
     StaffAudience,
 )
-from ..authoring.inputs import KEY_PREFIXES
-from ..conf import get_config
-from ..core.task_contract import InvalidAnswer, TaskNotFound
-from ..models import (
-    Audience,
-    InputRequest,
-    InputRequestStatus,
-    Task,
-    TaskStatus,
-    WaitingFor,
-)
-from . import announcements, queue, rows
+from ...authoring.inputs import KEY_PREFIXES
+from ...conf import get_config
+from ...core.task_contract import InvalidAnswer, TaskNotFound
+from ...models import Audience, InputRequest, InputRequestStatus, Task, TaskStatus, WaitingFor
+from ..queues import queue
+from . import announcements, rows
 from .changes import expired, locked, publish_on_commit, status_changed, touch
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -412,7 +406,7 @@ def answer(
     like one to an unknown key. With ``not_found_raises``, a task that is unknown, expired
     or someone else's raises :class:`TaskNotFound` instead. Raises :class:`InvalidAnswer`
     when the answer does not fit the question (or the question is an approval, decided
-    with :func:`mcp_tasks.tasks.approvals.decide`), :class:`NotAllowed` when ``user`` may
+    with :func:`mcp_tasks.tasks.state.approvals.decide`), :class:`NotAllowed` when ``user`` may
     not answer a staff question.
     """
     with transaction.atomic():

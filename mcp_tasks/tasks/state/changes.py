@@ -11,10 +11,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from .. import jsontext, signals
-from ..core import background, metrics_hook
-from ..core.db import db
-from ..models import (
+from ... import jsontext, signals
+from ...core import background, metrics_hook
+from ...core.db import db
+from ...models import (
     TERMINAL_STATUSES,
     InputRequestStatus,
     Task,

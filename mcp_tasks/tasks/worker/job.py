@@ -1,0 +1,367 @@
+"""Running one task job: the tool, with its caller's context restored.
+
+:func:`execute` runs one job of a task on the current event loop, inside a
+:class:`~mcp_tasks.tasks.worker.runtime.Runtime` (wake-ups, heartbeat, slots). The concurrent
+:class:`~mcp_tasks.tasks.worker.TaskWorker` runs many at once on one loop;
+:func:`run_task` is the rq entry point for rq's own worker classes (one job at a time,
+e.g. the forking ``ForkingTaskWorker``). Sync tools run in a thread and may use the ORM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Coroutine
+from typing import Any, ParamSpec, TypeVar
+
+from django.utils import timezone
+
+from ... import sessions
+from ...auth import AccessToken
+from ...auth.permissions import allowed_now
+from ...authoring.approval import expired_result, rejection_result
+from ...authoring.context import Context
+from ...authoring.lifespan import lifespan_context
+from ...authoring.registry import MCPServer, ToolSpec, mcp
+from ...authoring.retries import DEFAULT_RETRY, Retry, RetryTask
+from ...authoring.tool_call import error_result, failure_result, run_tool, validate_arguments
+from ...core import background, log_fields, trace_hook
+from ...core.db import db, persistently
+from ...core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
+from ...core.task_contract import Caller
+from ...exceptions import ProtocolError
+from ...models import Task
+from ..state import crypto, service
+from .backend import QuestionFailed, TaskBackend, TaskSuspended, durable, patience
+from .runtime import JobSlot, Runtime, TaskWatch, runtime_for_loop
+
+logger = logging.getLogger("mcp_tasks.tasks")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_loops = threading.local()
+
+
+def _loop() -> asyncio.AbstractEventLoop:
+    loop = getattr(_loops, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        _loops.loop = loop
+    return loop
+
+
+def run_task(task_id: str, run: int | None = None, server: MCPServer | None = None) -> None:
+    """rq entry point (``mcp_tasks.tasks.worker.job.run_task``) for rq's own worker classes:
+    job number ``run`` of the task, on an event loop kept for the thread's life."""
+    _loop().run_until_complete(_run_alone(task_id, server or mcp, run))
+
+
+async def _run_alone(task_id: str, server: MCPServer, run: int | None) -> None:
+    runtime = runtime_for_loop()
+    await runtime.start()
+    try:
+        await execute(task_id, server, run, runtime)
+    finally:
+        await background.drain()  # the loop stops with the job: the last change goes out first
+
+
+def _begin(
+    task_id: str, worker_name: str, run: int | None, claimed_at: Any = None
+) -> tuple[Task | None, Any]:
+    """The job starts (:func:`~mcp_tasks.tasks.state.service.begin_run`): the task, and the user
+    it runs for (None when anonymous or gone)."""
+    task = service.begin_run(task_id, worker_name, run, claimed_at)
+    return task, _user_of(task) if task is not None else None
+
+
+def _user_of(task: Task) -> Any:
+    """The signed-in user the task runs for (None when anonymous or gone)."""
+    if not task.principal_scope.startswith("user:"):
+        return None
+    from django.contrib.auth import get_user_model
+
+    user_id = task.principal_scope.split(":", 1)[1]
+    return get_user_model()._default_manager.filter(pk=user_id).first()
+
+
+async def _begin_job(runtime: Runtime, task_id: str, run: int | None) -> tuple[Task | None, Any]:
+    """:func:`_begin`, from the runtime's event loop when it can (a numbered job on
+    PostgreSQL: the user, if any, is then read in Django's thread). Tried again while the
+    database cannot be reached; each try is the same claim (its time included), so one that
+    went through but whose answer was lost is recognised."""
+    database = runtime.database
+    claimed_at = timezone.now()
+    if database is None or run is None:
+        return await persistently(
+            lambda: runtime.call_db(_begin, task_id, runtime.name, run, claimed_at),
+            patience(),
+            "a job's start",
+        )
+    task = await persistently(
+        lambda: service.abegin_run(database, task_id, runtime.name, run, claimed_at),
+        patience(),
+        "a job's start",
+    )
+    if task is None or not task.principal_scope.startswith("user:"):
+        return task, None
+    return task, await persistently(
+        lambda: runtime.call_db(_user_of, task), patience(), "a task's user"
+    )
+
+
+async def _complete(runtime: Runtime, task: Task, result: dict[str, Any]) -> None:
+    """The result goes in, tried again while the database cannot be reached."""
+    database = runtime.database
+
+    async def complete() -> bool:
+        if database is None:
+            return await runtime.call_db(service.complete, task, result)
+        return await service.acomplete(database, task, result)
+
+    await persistently(complete, patience(), "a task's result")
+
+
+async def execute(
+    task_id: str,
+    server: MCPServer,
+    run: int | None,
+    runtime: Runtime,
+    *,
+    slot: JobSlot | None = None,
+    timeout: float | None = None,
+) -> None:
+    """Run job number ``run`` of ``task_id`` to its end: a result, an error, or a
+    suspension. ``timeout``: seconds before the task fails as timed out (None: the
+    caller enforces it, e.g. rq's own job timeout)."""
+    slot = slot or JobSlot(None)
+    with runtime.watch(task_id) as watch:
+        task, user = await _begin_job(runtime, task_id, run)
+        if task is None:
+            return
+        watch.claimed = True
+        with log_fields.running(task), _job_span(task):
+            try:
+                await _run_claimed(task, user, server, runtime, watch, slot, timeout)
+            except Exception as exc:
+                # Not the tool's own failure (those end the task in _run_claimed): what the
+                # job needs failed (restoring the caller's context, a write the database
+                # refused). The task ends now, with the reason, rather than when its
+                # heartbeat is found missing (once more only: a database unreachable for
+                # all of patience() is not waited for twice).
+                message = f"The task stopped: {type(exc).__name__}: {exc}"[:2000]
+                with contextlib.suppress(Exception):
+                    await db(service.fail)(
+                        task.id, {"code": INTERNAL_ERROR, "message": message}, message
+                    )
+                raise
+
+
+async def _run_claimed(
+    task: Task,
+    user: Any,
+    server: MCPServer,
+    runtime: Runtime,
+    watch: TaskWatch,
+    slot: JobSlot,
+    timeout: float | None,
+) -> None:
+    """The job's task is claimed: restore its caller's context and run the tool to its
+    end (a result, an error, a suspension)."""
+    fail = durable(service.fail, "a task's failure")
+    tool = server.tools.get(task.tool_name)
+    if tool is None:
+        await fail(task.id, {"code": INVALID_PARAMS, "message": f"Unknown tool: {task.tool_name}"})
+        return
+    snapshot = task.snapshot
+    try:
+        secrets = crypto.unseal(snapshot.sealed) or {}
+    except crypto.SnapshotDecryptionError as exc:
+        await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
+        return
+    try:
+        validated = validate_arguments(tool, task.arguments)
+    except ValueError as exc:
+        await _complete(runtime, task, error_result(str(exc)))
+        return
+    caller = service.stored_caller(task, secrets)
+    access_token = AccessToken.from_record(caller.access_token)
+    if not tool.access.is_open and not await durable(allowed_now, "a task's permissions")(
+        tool.access, access_token, user
+    ):
+        # Checked afresh before every job (start and each resume): a revoked permission
+        # or a deactivated user stops the task here.
+        message = (
+            f"The task's caller may no longer use tool {task.tool_name!r} "
+            "(a permission or scope it requires is missing)"
+        )
+        await fail(task.id, {"code": INVALID_PARAMS, "message": message}, message)
+        return
+    backend = TaskBackend(task, snapshot, watch, runtime, slot)
+    context = await _context(task, caller, backend, access_token, user)
+    if watch.ended:
+        return  # cancelled while it was starting
+    retries = tool.task.retries or DEFAULT_RETRY
+    if tool.approval is None:
+        running = run_tool(tool, validated, context, transient=retries.is_transient)
+    else:
+        running = _run_approved(tool, backend, context, retries)
+    if trace_hook.tracer is not None:
+        running = _traced_tool(trace_hook.tracer, running, tool.name, task.id)
+    tool_run = watch.tool = asyncio.ensure_future(running)
+    try:
+        done, _ = await asyncio.wait({tool_run}, timeout=timeout)
+    except asyncio.CancelledError:
+        tool_run.cancel()
+        raise
+    if not done:
+        message = f"The task timed out after {timeout:g} s"
+        await fail(task.id, {"code": INTERNAL_ERROR, "message": message}, message)
+        watch.end()  # the tool gets CancelledError; the job does not wait for it
+        tool_run.add_done_callback(background.ignore_outcome)
+        return
+    try:
+        result = tool_run.result()
+    except asyncio.CancelledError:
+        if not watch.ended:
+            raise
+        return  # the task was cancelled: its status already says so
+    except (TaskSuspended, service.TaskEnded):
+        return
+    except QuestionFailed as exc:
+        message = f"The task stopped: {exc}"
+        await fail(task.id, {"code": INTERNAL_ERROR, "message": message}, message)
+        return
+    except service.ReplayMismatch as exc:
+        await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
+        return
+    except ProtocolError as exc:
+        await fail(task.id, exc.to_dict())
+        return
+    except Exception as exc:  # transient: run_tool let it through
+        slot.release()  # between attempts the task holds no slot
+        await _retry_or_end(runtime, tool, task, retries, exc)
+        return
+    except BaseException as exc:
+        # rq's job timeout (SIGALRM under rq's own workers) and anything else that escaped.
+        await fail(
+            task.id,
+            {"code": INTERNAL_ERROR, "message": f"The task stopped: {type(exc).__name__}"},
+        )
+        raise
+    await _complete(runtime, task, result)
+
+
+def _job_span(task: Task) -> contextlib.AbstractContextManager[object]:
+    """The job's span while tracing (a child of the creating request, whose trace context
+    the task's snapshot keeps), else nothing."""
+    tracer = trace_hook.tracer
+    if tracer is None:
+        return contextlib.nullcontext()
+    return tracer.job(_trace_of(task), f"task job {task.tool_name}", _job_attributes(task))
+
+
+def _trace_of(task: Task) -> dict[str, str] | None:
+    """The creating request's trace context, kept in the task's snapshot."""
+    carrier = (task.snapshot.prior_answers or {}).get("trace")
+    return carrier if isinstance(carrier, dict) else None
+
+
+def _job_attributes(task: Task) -> dict[str, Any]:
+    """A job span's attributes: the task, its tool, the job's number (0: the first run;
+    later: a resume after an answer, or a retry) and the attempt."""
+    return {
+        "mcp_tasks.task.id": task.id,
+        "gen_ai.tool.name": task.tool_name,
+        "mcp_tasks.task.run": task.runs,
+        "mcp_tasks.task.resumed": task.runs > 0,
+        "mcp_tasks.task.attempt": task.attempt,
+    }
+
+
+async def _traced_tool(
+    tracer: trace_hook.Tracer, running: Coroutine[Any, Any, dict[str, Any]], name: str, task_id: str
+) -> dict[str, Any]:
+    """``running`` (the tool's run) inside its ``execute_tool`` span; a result with
+    ``isError`` marks the span failed."""
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "mcp_tasks.task.id": task_id,
+    }
+    with tracer.span(f"execute_tool {name}", attributes) as span:
+        result = await running
+        span.answered({"result": result})
+        return result
+
+
+async def _run_approved(
+    tool: ToolSpec, backend: TaskBackend, context: Context, retries: Retry
+) -> dict[str, Any]:
+    """Wait for the operator's decision, then run the tool with the approved arguments (a
+    rejection or no decision in time: an ``isError`` result that says so)."""
+    decision = await backend.approval(tool)
+    if decision == service.EXPIRED:
+        return expired_result()
+    if not isinstance(decision, dict) or decision.get("action") != "approve":
+        reason = decision.get("reason", "") if isinstance(decision, dict) else ""
+        return rejection_result(str(reason))
+    try:
+        validated = validate_arguments(tool, decision.get("arguments") or backend.task.arguments)
+    except ValueError as exc:
+        return error_result(str(exc))
+    return await run_tool(tool, validated, context, transient=retries.is_transient)
+
+
+async def _retry_or_end(
+    runtime: Runtime, tool: ToolSpec, task: Task, retries: Retry, error: Exception
+) -> None:
+    """The tool failed transiently: queue its next attempt, or end the task as any failure
+    ends it when this was the last one."""
+    why = f"{type(error).__name__}: {error}"
+    if task.attempt < retries.attempts:
+        delay = (
+            error.delay
+            if isinstance(error, RetryTask) and error.delay is not None
+            else retries.delay_before(task.attempt + 1)
+        )
+        logger.warning(
+            "task %s (%s): attempt %d of %d failed, next in %g s",
+            task.id,
+            task.tool_name,
+            task.attempt,
+            retries.attempts,
+            delay,
+            exc_info=error,
+            extra=log_fields.of(task),
+        )
+        await durable(service.retry_later, "a task's next attempt")(
+            task.id, task.runs, retries.attempts, delay, why
+        )
+        return
+    await _complete(runtime, task, failure_result(tool, error))
+
+
+async def _context(
+    task: Task, caller: Caller, backend: TaskBackend, access_token: AccessToken | None, user: Any
+) -> Context:
+    """The tool's ``Context``, restored from the task's snapshot."""
+    return Context(
+        backend=backend,
+        task_id=task.id,
+        session_id=task.session_id,
+        session=await sessions.session_by_id(task.session_id) if caller.era == "legacy" else None,
+        origin_request_id=task.origin_request_id,
+        protocol_version=caller.protocol_version,
+        client_capabilities=caller.client_capabilities,
+        client_info=caller.client_info,
+        access_token=access_token,
+        user=user,
+        lifespan_context=await lifespan_context(),
+        request_context=None,
+        headers=caller.headers,
+        prepared=(task.snapshot.prior_answers or {}).get("prepared"),
+        attempt=task.attempt,
+    )
