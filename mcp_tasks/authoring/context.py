@@ -185,7 +185,7 @@ class Context:
 
     @property
     def session(self) -> Any:
-        """The client session (in a task: the one stored with it); ``RuntimeError`` when
+        """The client session (in a background task: the one stored with it); ``RuntimeError`` when
         there is none (no request and no stored session, or a stateless modern client)."""
         if self._session is None:
             raise RuntimeError(

@@ -42,7 +42,7 @@ async def client(stack: TaskStack) -> AsyncIterator[TaskDriver]:
 _DECIDE = """
 from django.contrib.auth.models import Permission, User
 from mcp_tasks.models import InputRequest, Task
-from mcp_tasks.tasks import approvals
+from mcp_tasks.tasks.state import approvals
 result = []
 for username in usernames:
     user, _ = User.objects.get_or_create(username=username, defaults={"is_staff": True})
@@ -117,7 +117,7 @@ async def test_a_staff_question_is_answered_in_the_admin_not_by_the_client(
         stack.server,
         """
         from django.contrib.auth.models import User
-        from mcp_tasks.tasks import service
+        from mcp_tasks.tasks.state import service
         key = service.find_task(task_id).input_requests.get().key
         staff, _ = User.objects.get_or_create(username="root", defaults={"is_superuser": True, "is_staff": True})
         result = service.answer(task_id, key, {"action": "accept", "content": {"page": "blog"}},

@@ -257,7 +257,7 @@ def test_worker_logs_are_gated_by_the_sessions_level(
 
 ADMIN_ANSWER = """
 from mcp_tasks.models import InputRequest
-from mcp_tasks.tasks import service
+from mcp_tasks.tasks.state import service
 task_id = {task_id!r}
 key = InputRequest.objects.get(task_id=task_id, status="pending").key
 ok = service.answer(task_id, key, {{"action": "accept", "content": {content!r}}}, principal_scope=None, answered_by="admin:test")

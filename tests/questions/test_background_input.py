@@ -328,7 +328,7 @@ async def test_question_timeout_gives_the_tool_a_cancelled_elicitation(
     # A late answer is refused: the question no longer waits.
     late = await django_shell(
         server,
-        "from mcp_tasks.tasks import service\n"
+        "from mcp_tasks.tasks.state import service\n"
         "result = service.answer(task_id, key, {'action': 'accept', 'content': {'value': 'late'}},"
         " principal_scope=None, answered_by='admin')",
         task_id=task_id,
@@ -396,7 +396,7 @@ async def test_first_answer_wins_among_concurrent_admin_answers(
         """
         import threading
         from django.db import connection
-        from mcp_tasks.tasks import service
+        from mcp_tasks.tasks.state import service
 
         barrier = threading.Barrier(8)
         accepted = [None] * 8
@@ -457,7 +457,7 @@ async def test_answers_that_do_not_fit_the_question_are_refused_and_nothing_is_s
         server,
         _ROWS
         + textwrap.dedent("""
-        from mcp_tasks.tasks import service
+        from mcp_tasks.tasks.state import service
 
         invalid = [
             {"action": "accept", "content": {"name": "Alice", "age": "thirty"}},
@@ -545,7 +545,7 @@ async def test_parked_tasks_hold_no_worker(
         server,
         """
         from django.contrib.auth import get_user_model
-        from mcp_tasks.tasks import service
+        from mcp_tasks.tasks.state import service
 
         staff, _ = get_user_model().objects.get_or_create(username="task-admin", defaults={"is_staff": True})
         result = [

@@ -547,7 +547,7 @@ class TestBackgroundTaskIntegration:
             seed_stack.server,
             """
             from mcp_tasks.models import InputRequest
-            from mcp_tasks.tasks import service
+            from mcp_tasks.tasks.state import service
 
             def rows(task_id):
                 return list(InputRequest.objects.filter(task_id=task_id).order_by("sequence").values("key", "status", "response", "answered_by"))

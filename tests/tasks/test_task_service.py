@@ -682,6 +682,33 @@ def test_answer_is_validated_against_the_requested_schema() -> None:
     assert InputRequest.objects.get(task=task).status == InputRequestStatus.PENDING
 
 
+def test_an_answer_is_kept_when_its_resume_job_cannot_be_queued(
+    django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis failing over as the answer commits: the client is told it was recorded (the
+    housekeeping queues the job again after ``TASK_REQUEUE_AFTER``), not given an error."""
+    task = new_task()
+    asked(task)
+    service.release(task.id)  # the job ended: a new one resumes the task once answered
+
+    def unreachable(task: Any) -> None:
+        raise ConnectionError("Redis is failing over")
+
+    monkeypatch.setattr(queue, "enqueue", unreachable)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        answered = service.answer(
+            task.id,
+            "ok",
+            {"action": "accept", "content": {"ok": True}},
+            principal_scope=None,
+            answered_by="t",
+        )
+    assert answered is True
+    assert len(callbacks) >= 1
+    assert InputRequest.objects.get(task=task).status == InputRequestStatus.ANSWERED
+    assert Task.objects.get(pk=task.pk).status == TaskStatus.WORKING
+
+
 def test_answer_to_an_unknown_key_is_ignored() -> None:
     task = new_task()
     asked(task)

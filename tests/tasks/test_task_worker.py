@@ -162,7 +162,7 @@ def test_a_job_delivered_twice_runs_its_tool_once(server: Any, client: Any, tmp_
             server,
             """
             from mcp_tasks.models import Task
-            from mcp_tasks.tasks import queue
+            from mcp_tasks.tasks.queues import queue
             task = Task.objects.get(pk=task_id)
             assert task.status == "working" and task.heartbeat_at is not None  # still running
             queue.enqueue(task)  # the same job, waiting again

@@ -385,7 +385,9 @@ def _after_answer(
         waiting_for=WaitingFor.NOTHING,
     )
     publish_on_commit(task)
-    transaction.on_commit(lambda: queue.enqueue(task))
+    # robust: the answer is recorded; a resume job that cannot be queued now (Redis failing
+    # over) is logged, and queued again from the database after TASK_REQUEUE_AFTER.
+    transaction.on_commit(lambda: queue.enqueue(task), robust=True)
 
 
 def answer(
