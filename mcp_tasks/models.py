@@ -56,7 +56,10 @@ class WaitingFor(models.TextChoices):
 
 
 class Task(models.Model):
-    """A background run of a tool. Only :mod:`mcp_tasks.tasks.state.service` writes these rows."""
+    """A background run of a tool. Only the task service writes these rows
+    (:mod:`mcp_tasks.tasks.state.service`: its modules ``lifecycle``, ``questions``,
+    ``approvals``, ``changes``, ``recovery``, with the SQL of ``rows`` and
+    ``loop_database``)."""
 
     id = models.CharField(primary_key=True, max_length=64, editable=False)
     principal_scope = models.CharField(max_length=255, db_index=True)

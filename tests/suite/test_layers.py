@@ -231,3 +231,18 @@ def test_the_architecture_page_names_files_that_exist() -> None:
         if not (PACKAGE / name).exists() and not (PACKAGE.parent / name).exists()
     ]
     assert missing == []
+
+
+def test_the_task_service_tells_others_only_through_its_outbox() -> None:
+    """One after-commit way out (``tasks/state/outbox.py``): no other module of the task
+    service registers an on-commit hook, publishes, announces or signals after commit."""
+    hooks = re.compile(r"transaction\.on_commit|announce_on_commit|send_on_commit")
+    state = PACKAGE / "tasks" / "state"
+    found = [
+        f"{path.name}:{number}"
+        for path in sorted(state.glob("*.py"))
+        if path.name not in ("outbox.py", "announcements.py")
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if hooks.search(line)
+    ]
+    assert found == []

@@ -17,7 +17,6 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from ... import signals
 from ...authoring.approval import (
     APPROVAL_KEY,
     APPROVAL_METHOD,
@@ -29,9 +28,9 @@ from ...authoring.registry import mcp
 from ...authoring.tool_call import validate_arguments
 from ...core.task_contract import InvalidAnswer
 from ...models import InputRequest, InputRequestStatus, TaskStatus
-from . import announcements
-from .changes import finish, locked, publish_on_commit, touch
-from .questions import NotAllowed, _after_answer, ask_all, may_answer
+from . import outbox
+from .changes import finish, locked, touch
+from .questions import NotAllowed, after_answer, ask_all, may_answer, store_answer
 
 
 def ask_approval(
@@ -157,40 +156,19 @@ def decide(
             if changes:
                 fields["arguments"] = merged
             touch(task, **fields)
-            publish_on_commit(task)
-            announcements.announce_on_commit(task.id, "question_asked")
+            outbox.publish(task)
+            outbox.announce(task.id, "question_asked")
             return Decision(entry, False, approvals, needed)
-        question.response = (
+        response = (
             {"action": "approve", "arguments": merged}
             if approve
             else {"action": "reject", "reason": reason}
         )
-        question.status = InputRequestStatus.ANSWERED
-        question.answered_by = f"admin:{user.get_username()}"[:255]
-        question.answered_by_user = user
-        question.answered_at = timezone.now()
-        question.save(
-            update_fields=[
-                "decisions",
-                "response",
-                "status",
-                "answered_by",
-                "answered_by_user",
-                "answered_at",
-            ]
-        )
-        announcements.announce_on_commit(task.id, "question_answered")
-        signals.send_on_commit(
-            signals.question_answered,
-            task_id=task.id,
-            question=question,
-            answered_by=question.answered_by,
-            user=user,
-        )
+        store_answer(question, response, f"admin:{user.get_username()}", user, "decisions")
         if approve:
             if changes:
                 touch(task, arguments=merged)
-            _after_answer(task, others_pending=False, answered=question)
+            after_answer(task, others_pending=False, answered=question)
         else:
             finish(
                 task.id,

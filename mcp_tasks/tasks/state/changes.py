@@ -22,36 +22,10 @@ from ...models import (
     TaskStatus,
     WaitingFor,
 )
-from . import announcements, notify, rows
+from . import announcements, notify, outbox, rows
 from .loop_database import LoopDatabase
 
 logger = logging.getLogger("mcp_tasks.tasks")
-
-
-def publish_on_commit(
-    task: Task, *, wake: bool = False, answers: dict[str, Any] | None = None
-) -> None:
-    """After commit, tell the task's watchers (and, with ``wake``, the worker running it:
-    the change came from someone else, with the ``answers`` it waits for) that it changed."""
-    task_id, status = task.id, task.status
-    session_id = task.session_id if task.era == "legacy" else None
-    worker = task.worker_name if wake and task.worker_name else None
-    transaction.on_commit(
-        lambda: notify.publish_task_change(task_id, status, session_id, worker, answers)
-    )
-
-
-def publish_change(task: Task | str, status: str, final: dict[str, Any] | None = None) -> None:
-    """:func:`publish_on_commit` for a change the worker running the task made with a
-    conditional update (``task``: the row as the worker loaded it, or its id; ``final``:
-    :func:`final_fields` of a task that ended)."""
-    if isinstance(task, str):
-        task = Task.objects.only("era", "session_id").get(pk=task)
-    task_id = task.id
-    legacy_session = task.session_id if task.era == "legacy" else None
-    transaction.on_commit(
-        lambda: notify.publish_task_change(task_id, status, legacy_session, final=final)
-    )
 
 
 def status_changed(task_id: str, old: str, new: str) -> None:
@@ -59,19 +33,19 @@ def status_changed(task_id: str, old: str, new: str) -> None:
     (nothing when it did not change)."""
     if old == new:
         return
-    announcements.announce_on_commit(task_id, "task_status_changed")
-    signals.send_on_commit(
+    outbox.announce(task_id, "task_status_changed")
+    outbox.signal(
         signals.task_status_changed, task_id=task_id, old_status=str(old), new_status=str(new)
     )
     if new in TERMINAL_STATUSES:
-        signals.send_on_commit(signals.task_finished, task_id=task_id, status=str(new))
+        outbox.signal(signals.task_finished, task_id=task_id, status=str(new))
 
 
 def count_finished_on_commit(recorder: metrics_hook.Recorder, task: Task) -> None:
     """Report, after commit, that ``task`` (its row as this transaction ended it) ended."""
     tool, status = task.tool_name, str(task.status)
     ran = _seconds_between(task.started_at, task.finished_at)
-    transaction.on_commit(lambda: recorder.task_finished(tool, status, ran))
+    outbox.after_commit(lambda: recorder.task_finished(tool, status, ran))
 
 
 def _seconds_between(start: datetime | None, end: datetime | None) -> float | None:
@@ -119,7 +93,7 @@ def add_log(task_id: str, level: str, logger_name: str | None, data: Any) -> Non
     TaskLogEntry.objects.create(
         task_id=task_id, level=level, logger_name=logger_name or "", data=data
     )
-    announcements.announce_on_commit(task_id, "task_logged")  # the task's open admin page shows it
+    outbox.announce(task_id, "task_logged")  # the task's open admin page shows it
 
 
 def finish(
@@ -154,7 +128,7 @@ def finish(
         task.input_requests.filter(status=InputRequestStatus.PENDING).update(
             status=InputRequestStatus.CLOSED
         )
-        publish_on_commit(task, wake=wake)
+        outbox.publish(task, wake=wake)
     return True
 
 
@@ -165,11 +139,11 @@ def complete(task: Task | str, result: dict[str, Any]) -> bool:
     result, finished = _completion(task_id, result)
     # The worker's own task, working and with no open question: one conditional update.
     if rows.update_task(task_id, {"status": TaskStatus.WORKING}, finished):
-        publish_change(task, TaskStatus.COMPLETED, final_fields(finished))
+        outbox.publish_by_worker(task, TaskStatus.COMPLETED, final_fields(finished))
         status_changed(task_id, TaskStatus.WORKING, TaskStatus.COMPLETED)
         if metrics_hook.recorder is not None:
             recorder, ended = metrics_hook.recorder, finished["finished_at"]
-            transaction.on_commit(lambda: _count_completed(recorder, task, ended))
+            outbox.after_commit(lambda: _count_completed(recorder, task, ended))
         return True
     return _finish_completed(task_id, result, finished["status_message"])
 

@@ -29,7 +29,7 @@ from ...models import (
     WaitingFor,
 )
 from ..queues import fair_queue, loop_redis, queue
-from . import announcements, crypto, rows
+from . import announcements, crypto, outbox, rows
 from .changes import (
     add_log,
     count_finished_on_commit,
@@ -37,8 +37,6 @@ from .changes import (
     fail,
     id_of,
     locked,
-    publish_change,
-    publish_on_commit,
     status_changed,
     touch,
 )
@@ -84,8 +82,8 @@ def create_task(new: NewTask) -> Task:
     quotas = _quotas(task)
     if not rows.insert_task(task, snapshot, quotas=quotas):  # together, atomically
         raise _over_quota(task, quotas)
-    signals.send_on_commit(signals.task_created, task_id=task.id, task=task)
-    announcements.announce_on_commit(task.id, "task_created")
+    outbox.signal(signals.task_created, task_id=task.id, task=task)
+    outbox.announce(task.id, "task_created")
     if metrics_hook.recorder is not None:
         _count_created(metrics_hook.recorder, task.tool_name)
     try:
@@ -128,7 +126,7 @@ async def _acreate_task(new: NewTask) -> Task:
 
 
 def _count_created(recorder: metrics_hook.Recorder, tool: str) -> None:
-    transaction.on_commit(lambda: recorder.task_created(tool))
+    outbox.after_commit(lambda: recorder.task_created(tool))
 
 
 def _first_start(task: Task | None, run: int | None) -> Task | None:
@@ -373,8 +371,8 @@ def retry_later(
             status_message=f"Attempt {attempt} of {attempts} in {delay:g} s ({why})"[:2000],
         )
         add_log(task_id, "warning", "mcp_tasks", f"attempt {attempt - 1} failed: {why}")
-        publish_on_commit(task)
-        transaction.on_commit(lambda: queue.enqueue(task, delay=delay))
+        outbox.publish(task)
+        outbox.enqueue(task, delay=delay)
     return True
 
 
@@ -392,7 +390,7 @@ def note_waiting_for_limit(task_ids: list[str]) -> int:
         if Task.objects.filter(pk=task.id, status=TaskStatus.WORKING).update(
             waiting_for=WaitingFor.LIMIT, status_message=limit.note, updated_at=now
         ):
-            publish_change(task, TaskStatus.WORKING)
+            outbox.publish_by_worker(task, TaskStatus.WORKING)
             changed += 1
     return changed
 
@@ -423,7 +421,7 @@ def report_progress(
     changes.update(heartbeat_at=now, updated_at=now)
     # Only a running tool reports progress: its task is ``working``.
     if rows.update_task(task_id, {"status": TaskStatus.WORKING}, changes):
-        publish_change(task, TaskStatus.WORKING)
+        outbox.publish_by_worker(task, TaskStatus.WORKING)
 
 
 def cancel(task_id: str, principal_scope: str | None) -> Task:
@@ -448,11 +446,11 @@ def cancel(task_id: str, principal_scope: str | None) -> Task:
         task.input_requests.filter(status=InputRequestStatus.PENDING).update(
             status=InputRequestStatus.CLOSED
         )
-        publish_on_commit(task, wake=True)
+        outbox.publish(task, wake=True)
         job_id, queue_name = task.job_id, task.queue
         # An async tool is cancelled cooperatively (CancelledError at its next await, through
         # the worker's channel-layer watch); only a sync tool's work-horse is killed.
         tool = mcp.tools.get(task.tool_name)
         kill = tool is None or not tool.is_async
-        transaction.on_commit(lambda: queue.stop(job_id, queue_name, kill_running=kill))
+        outbox.after_commit(lambda: queue.stop(job_id, queue_name, kill_running=kill))
     return task

@@ -26,9 +26,8 @@ from ...authoring.inputs import KEY_PREFIXES
 from ...conf import get_config
 from ...core.task_contract import InvalidAnswer, TaskNotFound
 from ...models import Audience, InputRequest, InputRequestStatus, Task, TaskStatus, WaitingFor
-from ..queues import queue
-from . import announcements, rows
-from .changes import expired, locked, publish_on_commit, status_changed, touch
+from . import outbox, rows
+from .changes import expired, locked, status_changed, touch
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -177,12 +176,10 @@ def ask_all(
             for_client = [request for request in new if not request.for_staff]
             if for_client:
                 status_changed(task_id, task.status, TaskStatus.INPUT_REQUIRED)
-            announcements.announce_on_commit(task_id, "question_asked")
+            outbox.announce(task_id, "question_asked")
             if signals.listened(signals.question_asked):
                 for request in new:
-                    signals.send_on_commit(
-                        signals.question_asked, task_id=task_id, question=request
-                    )
+                    outbox.signal(signals.question_asked, task_id=task_id, question=request)
             if for_client:
                 last = for_client[-1]
                 touch(
@@ -233,7 +230,7 @@ def withdraw(task_id: str, key: str) -> None:
                 waiting_worker="",
                 waiting_for=WaitingFor.NOTHING,
             )
-            publish_on_commit(task)
+            outbox.publish(task)
 
 
 def answer_in(request: InputRequest) -> Any:
@@ -351,7 +348,7 @@ def validate_answer(request: InputRequest, response: Any) -> dict[str, Any]:
     return response
 
 
-def _after_answer(
+def after_answer(
     task: Task, *, others_pending: bool | None = None, answered: InputRequest | None = None
 ) -> None:
     """The task's questions changed (``others_pending``: whether questions still wait, when
@@ -360,7 +357,7 @@ def _after_answer(
         others_pending = task.input_requests.filter(status=InputRequestStatus.PENDING).exists()
     if others_pending:
         touch(task)
-        publish_on_commit(task)
+        outbox.publish(task)
         return
     status_changed(task.id, task.status, TaskStatus.WORKING)
     if task.waiting_worker:
@@ -374,7 +371,7 @@ def _after_answer(
         answers = None
         if answered is not None and answered.response is not None:
             answers = {answered.key: answered.response}
-        publish_on_commit(task, wake=True, answers=answers)
+        outbox.publish(task, wake=True, answers=answers)
         return
     touch(
         task,
@@ -384,10 +381,10 @@ def _after_answer(
         heartbeat_at=None,
         waiting_for=WaitingFor.NOTHING,
     )
-    publish_on_commit(task)
+    outbox.publish(task)
     # robust: the answer is recorded; a resume job that cannot be queued now (Redis failing
     # over) is logged, and queued again from the database after TASK_REQUEUE_AFTER.
-    transaction.on_commit(lambda: queue.enqueue(task), robust=True)
+    outbox.enqueue(task, robust=True)
 
 
 def answer(
@@ -432,24 +429,42 @@ def answer(
                 raise InvalidAnswer("an approval is decided with Approve or Reject")
             if not may_answer(user, request):
                 raise NotAllowed(request.permission)
-        request.response = validate_answer(request, response)
-        request.status = InputRequestStatus.ANSWERED
-        request.answered_by = answered_by[:255]
-        request.answered_by_user = user if getattr(user, "pk", None) else None
-        request.answered_at = timezone.now()
-        request.save(
-            update_fields=["response", "status", "answered_by", "answered_by_user", "answered_at"]
-        )
-        announcements.announce_on_commit(task_id, "question_answered")
-        signals.send_on_commit(
-            signals.question_answered,
-            task_id=task_id,
-            question=request,
-            answered_by=request.answered_by,
-            user=request.answered_by_user,
-        )
-        _after_answer(task, others_pending=len(waiting) > 1, answered=request)
+        store_answer(request, validate_answer(request, response), answered_by, user)
+        after_answer(task, others_pending=len(waiting) > 1, answered=request)
     return True
+
+
+def store_answer(
+    request: InputRequest, response: Any, answered_by: str, user: Any, *also: str
+) -> None:
+    """Record ``response`` as the answer to ``request`` (whose task's row this transaction
+    holds), and tell of it after commit: the one place an answer is written, for a client's,
+    a legacy reply, staff's in the admin and an approval's last decision (``also``: other
+    fields of the row changed with it). The caller then resumes the task
+    (:func:`after_answer`) or ends it."""
+    request.response = response
+    request.status = InputRequestStatus.ANSWERED
+    request.answered_by = answered_by[:255]
+    request.answered_by_user = user if getattr(user, "pk", None) else None
+    request.answered_at = timezone.now()
+    request.save(
+        update_fields=[
+            *also,
+            "response",
+            "status",
+            "answered_by",
+            "answered_by_user",
+            "answered_at",
+        ]
+    )
+    outbox.announce(request.task_id, "question_answered")
+    outbox.signal(
+        signals.question_answered,
+        task_id=request.task_id,
+        question=request,
+        answered_by=request.answered_by,
+        user=request.answered_by_user,
+    )
 
 
 def expire_questions() -> int:
@@ -464,6 +479,6 @@ def expire_questions() -> int:
                 pk=request.pk, status=InputRequestStatus.PENDING
             ).update(status=InputRequestStatus.EXPIRED, answered_at=timezone.now())
             if updated and not task.is_terminal:
-                _after_answer(task)
+                after_answer(task)
                 count += 1
     return count

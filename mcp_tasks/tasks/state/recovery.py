@@ -14,7 +14,8 @@ from ...core import log_fields
 from ...core.jsonrpc import INTERNAL_ERROR
 from ...models import Task, TaskStatus, WaitingFor
 from ..queues import queue
-from .changes import add_log, fail, locked, publish_change, touch
+from . import outbox
+from .changes import add_log, fail, locked, touch
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -63,7 +64,7 @@ def _note_unserved(task: Task) -> bool:
         logger.warning(
             "task %s (%s): %s", task.id, task.tool_name, message, extra=log_fields.of(task)
         )
-        publish_change(task, TaskStatus.WORKING)
+        outbox.publish_by_worker(task, TaskStatus.WORKING)
     return bool(changed)
 
 
@@ -129,7 +130,7 @@ def requeue_lost(task_id: str) -> bool:
         # Said where operators look (the log, the task's log lines in the admin): a job lost
         # with a Redis that restarted empty or failed over before its replica had it.
         add_log(task_id, "warning", "mcp_tasks", REQUEUED)
-        transaction.on_commit(lambda: queue.enqueue(task))
+        outbox.enqueue(task)
     logger.warning("task %s (%s): %s", task.id, task.tool_name, REQUEUED, extra=log_fields.of(task))
     return True
 

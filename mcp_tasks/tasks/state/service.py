@@ -2,12 +2,17 @@
 
 - :mod:`.lifecycle`: a task's creation (under its quotas), reads for its owner, the
   transitions of the worker running it (claim, progress, retry) and its cancel;
-- :mod:`.questions`: its questions, the one answer path, their time-outs and mails;
+- :mod:`.questions`: its questions, the one answer path (:func:`.questions.answer`, which
+  records through :func:`.questions.store_answer`, as an approval's last decision does),
+  their time-outs;
+- :mod:`.approvals`: the decisions on an approval;
 - :mod:`.changes`: what every transition shares, and the ones that end a task;
-- :mod:`.recovery`: lost workers and jobs, queues no worker serves, expired rows.
+- :mod:`.recovery`: lost workers and jobs, queues no worker serves, expired rows;
+- with the SQL of :mod:`.rows` and :mod:`.loop_database` (the statements of the task path).
 
 The rule: only these modules write task rows (the wire handlers, the worker and the admin
-call them). A transition that another party may race — a cancel, an answer, a question, a
+call them), and what a transition tells others leaves after its commit through
+:mod:`.outbox` alone. A transition that another party may race — a cancel, an answer, a question, a
 task ended by anyone but the worker running it, a re-queue — runs under the task's row lock
 (:func:`.changes.locked`). The worker's own steps of the job it runs (its claim, its
 progress, its result) are single conditional updates instead (``WHERE status = 'working'``,
