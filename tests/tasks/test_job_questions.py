@@ -29,7 +29,8 @@ LAYER = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 @pytest.fixture(autouse=True)
 def quick_tasks(settings: Any) -> Iterator[None]:
-    settings.MCP_TASKS = {"INPUT_HOLD_WINDOW": 0.2}
+    # A short TASK_LOST_AFTER: a job tries its writes again for that long before it gives up.
+    settings.MCP_TASKS = {"INPUT_HOLD_WINDOW": 0.2, "TASK_LOST_AFTER": 0.5}
     with override_settings(CHANNEL_LAYERS=LAYER):
         yield
     # ``db()`` keeps its thread's connection: close it, or the test database cannot be dropped.
