@@ -11,14 +11,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
 from mcp_tasks import MCPServer, TaskConfig
 from mcp_tasks.authoring.registry import mcp
 from mcp_tasks.checks import check_mcp_tasks as run_checks
 from mcp_tasks.checks.companions import check_companions
+from mcp_tasks.models import InputRequest
 from mcp_tasks.protocol import request_state
 from mcp_tasks.protocol.handle_shapes import expected_answer
+from mcp_tasks.tasks.state import service
 from tests.support.protocol_fixtures import (
     call,
     error_code,
@@ -281,3 +284,25 @@ def test_e020_is_silent_when_tasks_are_not_for_all(settings: Any) -> None:
 def test_what_a_question_expects_in_words(schema: dict[str, Any], words: str) -> None:
     params = {"message": "?", "requestedSchema": {"type": "object", **schema}}
     assert expected_answer("elicitation/create", params) == words
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_model_answers_a_sampling_question_with_its_text(
+    server: MCPServer, no_wait: None
+) -> None:
+    """A worker's ``ctx.sample`` waits like a form: the text the model writes is the reply."""
+    handle = result_of(await run(server, call("only_as_task"), modern_info()))
+    task_id = handle["structuredContent"]["taskId"]
+    sampling = {"messages": [{"role": "user", "content": {"type": "text", "text": "Haiku?"}}]}
+    await sync_to_async(service.ask)(task_id, 1, "sampling/createMessage", sampling, "w", "s1")
+    waiting = result_of(await run(server, call("check_task", {"task_id": task_id}), modern_info()))
+    (question,) = waiting["structuredContent"]["questions"]
+    assert question["expects"] == "the text of the reply the messages ask for"
+    arguments = {"task_id": task_id, "answer": "Old pond, a frog jumps"}
+    await run(server, call("answer_task", arguments), modern_info())
+    stored = await sync_to_async(InputRequest.objects.get)(task_id=task_id, key="s1")
+    assert (stored.response or {}).get("content") == {
+        "type": "text",
+        "text": "Old pond, a frog jumps",
+    }
+    assert stored.answered_by == "client"
