@@ -11,6 +11,7 @@ cancelled job leaves every line.
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from mcp_tasks.authoring.registry import MCPServer, mcp
 from mcp_tasks.models import Task
 from mcp_tasks.tasks.queues import embedded, fair_queue, queue
 from mcp_tasks.tasks.queues.rq_bookkeeping import Bookkeeping, Room, Taken
+from mcp_tasks.tasks.worker.newcomers import NewcomerListener
+from mcp_tasks.tasks.worker.runtime import Slots
 from mcp_tasks.tasks.worker.task_worker import EmbeddedTaskWorker
 
 pytestmark = pytest.mark.redis
@@ -340,3 +343,52 @@ def test_a_worker_keeps_reserved_slots_only_with_fair_share(lines: Lines) -> Non
         assert worker.intake.room() is None
     alone = EmbeddedTaskWorker([lines.queue], connection=lines.connection, concurrency=1)
     assert alone.intake.room() is None
+
+
+def test_a_principal_joining_others_in_line_is_announced(lines: Lines) -> None:
+    pubsub = lines.connection.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(fair_queue.newcomer_channel(lines.queue.name))
+    try:
+        lines.push("A1", "alice")  # alone in line: no one to overtake, nothing said
+        lines.push("A2", "alice")  # alice is in line already
+        lines.push("B1", "bob")  # bob joins alice
+        assert lines.started(2) == ["A1", "B1"]
+        lines.push("B2", "bob")  # alice (A2) waits: bob joins her again
+        heard: list[bytes] = []
+        deadline = time.monotonic() + 2.0  # all that was said (the subscription's reply aside)
+        while time.monotonic() < deadline:
+            if (message := pubsub.get_message(timeout=0.1)) is not None:
+                heard.append(message["data"])
+        assert heard == [b"bob", b"bob"]
+    finally:
+        pubsub.close()
+
+
+def test_a_worker_waiting_for_a_slot_of_its_own_wakes_for_a_newcomer(lines: Lines) -> None:
+    worker = EmbeddedTaskWorker([lines.queue], connection=lines.connection, concurrency=4)
+    assert worker.intake.reserves_slots()
+    listener = NewcomerListener(lines.connection, [lines.queue.name], worker.slots)
+    listener.start()
+    try:
+        assert listener.listening.wait(10)
+        lines.push("A1", "alice")
+        worker.slots.look()
+        assert not worker.slots.wait_for_release(0.2)  # alice alone: no word
+        lines.push("B1", "bob")
+        assert worker.slots.wait_for_release(10)
+    finally:
+        listener.stop()
+    assert not listener._thread.is_alive()
+
+
+def test_a_slot_given_back_or_a_nudge_since_the_last_look_is_not_missed() -> None:
+    slots = Slots(2)
+    slots.take_now()
+    slots.look()
+    assert not slots.wait_for_release(0)
+    slots.give()  # between the take and the wait: the wait returns at once
+    assert slots.wait_for_release(0)
+    slots.look()
+    assert not slots.wait_for_release(0)
+    threading.Timer(0.05, slots.nudge).start()
+    assert slots.wait_for_release(10)

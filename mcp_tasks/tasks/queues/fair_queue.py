@@ -9,6 +9,10 @@ wait here instead, per queue ``Q`` under ``mcp_tasks:fair:Q``:
   of the first principal and puts the principal back at the end: free slots go to the
   principals in turn (round robin), whatever one of them has queued;
 - ``:bell``: wake-up tokens an idle worker blocks on (``BLPOP``);
+- ``:newcomer`` (a pub/sub channel): a principal joined the others in ``:ring``. A worker
+  whose free slots are kept from the principals in line (``RESERVED_SLOTS``) waits for a
+  job of its own to end, not on the bell (which rings while any job is ready): this wakes
+  it for the newcomer (:mod:`~mcp_tasks.tasks.worker.newcomers`);
 - ``:delayed``: jobs due later (a retry's back-off), by due time; moved to the front of
   their principal's line when due;
 - ``:lease:<limit>`` / ``:wait:<limit>`` / ``:held``: concurrency limits
@@ -59,6 +63,10 @@ def bell_key(queue_name: str) -> str:
     return f"{prefix_of(queue_name)}:bell"
 
 
+def newcomer_channel(queue_name: str) -> str:
+    return f"{prefix_of(queue_name)}:newcomer"
+
+
 #: Lua used by every script: ``job_prefix`` (``rq:job:``) is a local of the script.
 FUNCTIONS = """
 local function make_ready(prefix, principal, job_id, front)
@@ -66,7 +74,9 @@ local function make_ready(prefix, principal, job_id, front)
   local length
   if front then length = redis.call('LPUSH', ready, job_id)
   else length = redis.call('RPUSH', ready, job_id) end
-  if length == 1 then redis.call('RPUSH', prefix .. ':ring', principal) end
+  if length == 1 and redis.call('RPUSH', prefix .. ':ring', principal) > 1 then
+    redis.call('PUBLISH', prefix .. ':newcomer', principal)
+  end
 end
 
 local function ring(prefix, cap)

@@ -62,19 +62,24 @@ class Intake:
         self.principals: dict[str, str] = {}
         self._renewed_at = time.monotonic()
 
+    def reserves_slots(self) -> bool:
+        """Whether one principal may not fill this worker (``RESERVED_SLOTS``)."""
+        config = get_config()
+        return bool(config.FAIR_SHARE and config.RESERVED_SLOTS and self.worker.slots.size >= 2)
+
     def room(self) -> Room | None:
         """How many jobs one principal may run here: all slots but ``RESERVED_SLOTS``, so
         that the next principal's task starts at once (None: no bound)."""
-        config = get_config()
-        size = self.worker.slots.size
-        if not config.FAIR_SHARE or not config.RESERVED_SLOTS or size < 2:
+        if not self.reserves_slots():
             return None
+        size = self.worker.slots.size
         running: Counter[str] = Counter(list(self.principals.values()))
-        return Room(max(1, size - config.RESERVED_SLOTS), dict(running))
+        return Room(max(1, size - get_config().RESERVED_SLOTS), dict(running))
 
     def take(self, limit: int) -> Taken:
         """Start up to ``limit`` waiting jobs, from the worker's queues in order (what is
         left: :class:`Taken`'s ``more`` and ``full`` over all of them)."""
+        self.worker.slots.look()
         taken_all = Taken()
         started = taken_all.started
         to_forget = forgotten = _drain(self.succeeded)

@@ -89,16 +89,31 @@ class Slots:
         self.used = 0
         self._lock = threading.Condition()
         self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+        #: A slot was given back, or :meth:`nudge` called, since :meth:`look` (a take).
+        self._changed = False
 
     def wait_available(self, timeout: float) -> bool:
         """Block (the dequeuing thread) until a slot is free; False after ``timeout``."""
         with self._lock:
             return self._lock.wait_for(lambda: self.used < self.size and not self._waiters, timeout)
 
-    def wait_for_release(self, timeout: float) -> bool:
-        """Block (the dequeuing thread) until a slot is given back; False after ``timeout``."""
+    def look(self) -> None:
+        """The dequeuing thread looks at the queues now: what changed before is seen."""
         with self._lock:
-            return self._lock.wait(timeout)
+            self._changed = False
+
+    def wait_for_release(self, timeout: float) -> bool:
+        """Block (the dequeuing thread) until a slot is given back or :meth:`nudge` is
+        called, at once when either happened since :meth:`look`; False after ``timeout``."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._changed, timeout)
+
+    def nudge(self) -> None:
+        """Wake the dequeuing thread from :meth:`wait_for_release` (any thread): a job it
+        may take now arrived."""
+        with self._lock:
+            self._changed = True
+            self._lock.notify_all()
 
     def free(self) -> int:
         """Slots free for new jobs now (none while tools wait to take one again)."""
@@ -148,6 +163,7 @@ class Slots:
             self.used -= 1
             if metrics_hook.recorder is not None:
                 metrics_hook.recorder.slots_changed(-1, 0)
+        self._changed = True
         self._lock.notify_all()
 
 

@@ -50,6 +50,7 @@ from ..state.question_mail import send_due
 from .intake import Intake
 from .job import execute
 from .loop_thread import LoopThread
+from .newcomers import NewcomerListener
 from .runtime import JobSlot, Runtime, Slots
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -63,7 +64,8 @@ TAKE_AT_ONCE = 8
 #: its next dequeue looks for several jobs at once rather than blocking for one).
 BEHIND_AFTER = 0.005
 #: Longest pause of a worker whose only jobs ready belong to principals that run their
-#: most on it (``RESERVED_SLOTS``): it waits for a job of its own to end, not on the bell.
+#: most on it (``RESERVED_SLOTS``): it waits for a job of its own to end or another
+#: principal's job to come (:mod:`.newcomers`), not on the bell.
 FULL_PAUSE = 0.05
 #: Longest blocking dequeue while jobs run: the rq bookkeeping of a job that ended goes out
 #: with the next job's start, or alone within about this many seconds.
@@ -256,6 +258,8 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         #: waits for a job of this worker to end (or FORGET_WITHIN) instead of asking again.
         self._full = False
         self.intake = Intake(self, self._forgot)
+        #: Wakes the worker for another principal's job (when it keeps reserved slots).
+        self.newcomers: NewcomerListener | None = None
         self._bookkeeper = ThreadPoolExecutor(1, thread_name_prefix="mcp_tasks-rq")
         self._interruptible = False
         self._last_rq_heartbeat = 0.0
@@ -267,6 +271,10 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
     def bootstrap(self, *args: Any, **kwargs: Any) -> None:
         super().bootstrap(*args, **kwargs)
         self.loop_thread.start()
+        if self.intake.reserves_slots():
+            queue_names = [queue.name for queue in self.queues]
+            self.newcomers = NewcomerListener(self.connection, queue_names, self.slots)
+            self.newcomers.start()
         if metrics_hook.recorder is not None:
             metrics_hook.recorder.slots_changed(0, self.slots.size)
         self.freeze_startup_objects()
@@ -510,6 +518,8 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         if metrics_hook.recorder is not None:
             metrics_hook.recorder.slots_changed(0, -self.slots.size)
         super().teardown()  # type: ignore[no-untyped-call]
+        if self.newcomers is not None:
+            self.newcomers.stop()
         self.loop_thread.stop()
         self._bookkeeper.shutdown(wait=True)
 
