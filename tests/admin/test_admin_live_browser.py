@@ -16,7 +16,6 @@ import pytest
 
 from tests.conftest import LiveServer
 from tests.support.browser import (
-    WAIT,
     by,
     create_staff,
     finished,
@@ -26,6 +25,7 @@ from tests.support.browser import (
     start_chromium,
     start_task,
     submit,
+    wait_for,
     waiting_on,
 )
 from tests.support.live import attach_server_output, start_module_server
@@ -87,25 +87,15 @@ def second_browser(browsers: Callable[[], Any]) -> Any:
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def wait_for(browser: Any, condition: Callable[[Any], Any], what: str) -> Any:
-    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
-    from selenium.webdriver.support.wait import WebDriverWait
-
-    wait = WebDriverWait(browser, WAIT, ignored_exceptions=[StaleElementReferenceException])
-    try:
-        return wait.until(condition)
-    except TimeoutException:
-        raise AssertionError(f"never {what}; page: {page_text(browser)[:1500]}") from None
-
-
 def open_live(browser: Any, url: str, state: str = "live") -> None:
     """Open ``url`` and wait until its live script runs (``live``: over the WebSocket);
-    mark the document so that a reload would show."""
+    mark the document so that a reload would show. A page without the live script (an
+    error page, the login page) fails the wait with its text."""
     browser.get(url)
     wait_for(
         browser,
         lambda b: (
-            b.execute_script("return document.getElementById('mcp-live').dataset.state") == state
+            b.execute_script("return document.getElementById('mcp-live')?.dataset.state") == state
         ),
         f"{state} on {url}",
     )

@@ -11,22 +11,21 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.conftest import LiveServer, _run_manage
 from tests.support.browser import (
-    WAIT,
     by,
     create_staff,
     finished,
     log_in,
-    page_text,
     screenshot,
     start_task,
     submit,
+    wait_for,
 )
 from tests.support.live import attach_server_output, start_module_server
 
@@ -122,21 +121,10 @@ def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def wait_for(browser: Any, condition: Callable[[Any], Any], what: str) -> Any:
-    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
-    from selenium.webdriver.support.wait import WebDriverWait
-
-    wait = WebDriverWait(browser, WAIT, ignored_exceptions=[StaleElementReferenceException])
-    try:
-        return wait.until(condition)
-    except TimeoutException:
-        raise AssertionError(f"never {what}; page: {page_text(browser)[:1500]}") from None
-
-
 def live_state(browser: Any) -> str:
     return str(
         browser.execute_script(
-            "return document.getElementById('mcp-dashboard-live').dataset.state || ''"
+            "return document.getElementById('mcp-dashboard-live')?.dataset.state || ''"
         )
     )
 

@@ -12,14 +12,13 @@ approval takes. The README's approval screenshots are taken on the way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.conftest import LiveServer
 from tests.support.browser import (
-    WAIT,
     by,
     create_staff,
     finished,
@@ -30,6 +29,7 @@ from tests.support.browser import (
     screenshot,
     start_task,
     submit,
+    wait_for,
 )
 from tests.support.worker_fixtures import RedisProcess, TaskStack, module_task_stack
 
@@ -68,25 +68,6 @@ def server(request: pytest.FixtureRequest, module_stack: TaskStack) -> LiveServe
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def wait_for(browser: Any, condition: Callable[[Any], Any], what: str) -> Any:
-    from selenium.common.exceptions import (
-        NoSuchElementException,
-        StaleElementReferenceException,
-        TimeoutException,
-    )
-    from selenium.webdriver.support.wait import WebDriverWait
-
-    wait = WebDriverWait(
-        browser,
-        WAIT,
-        ignored_exceptions=[StaleElementReferenceException, NoSuchElementException],
-    )
-    try:
-        return wait.until(condition)
-    except TimeoutException:
-        raise AssertionError(f"never {what}; page: {page_text(browser)[:1500]}") from None
-
-
 def open_live(browser: Any, url: str) -> None:
     """Open ``url``, wait until its live script listens on the WebSocket, and mark the
     document so that a reload would show."""
@@ -94,7 +75,7 @@ def open_live(browser: Any, url: str) -> None:
     wait_for(
         browser,
         lambda b: (
-            b.execute_script("return document.getElementById('mcp-live').dataset.state") == "live"
+            b.execute_script("return document.getElementById('mcp-live')?.dataset.state") == "live"
         ),
         f"live on {url}",
     )

@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +197,27 @@ def submit(browser: Any, button: Any) -> None:
             return bool(driver.execute_script("return document.readyState") == "complete")
 
     WebDriverWait(browser, WAIT).until(loaded)
+
+
+def wait_for(browser: Any, condition: Callable[[Any], Any], what: str) -> Any:
+    """The first true value of ``condition(browser)`` within ``WAIT`` seconds (elements
+    missing or replaced meanwhile are waited for); else an AssertionError that shows the
+    page."""
+    from selenium.common.exceptions import (
+        NoSuchElementException,
+        StaleElementReferenceException,
+        TimeoutException,
+    )
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    ignored = [StaleElementReferenceException, NoSuchElementException]
+    try:
+        return WebDriverWait(browser, WAIT, ignored_exceptions=ignored).until(condition)
+    except TimeoutException:
+        raise AssertionError(
+            f"never {what}; at {browser.current_url} ({browser.title!r}): "
+            f"{page_text(browser)[:1500]}"
+        ) from None
 
 
 def page_text(browser: Any) -> str:
