@@ -1,10 +1,12 @@
 """``compare.py fairness``: does one caller's backlog delay another caller's tasks?
 
 Principal A (``Bearer valid-flood``) floods the server with ``bench_sleep`` tasks (0.5 s
-each); principal B (``Bearer valid-victim``) starts a few ``trivial_task`` at once, alone
-first, then again as soon as every one of A's tasks is created (the flood's backlog still
-waiting for the workers). Each of B's tasks is timed from its ``tools/call`` to its result,
-on the poll schedule of ``bench_client.py``. mcp_tasks queues task jobs per principal and
+each); principal B (``Bearer valid-victim``) starts a few trivial tasks at once
+(``bench_sleep(0)``, which returns the time it ran), alone first, then again as soon as
+every one of A's tasks is created (the flood's backlog still waiting for the workers). Each
+of B's tasks is timed from its ``tools/call`` to its result, on the poll schedule of
+``bench_client.py``, and that time is split where the tool ran: before, the call, the queue
+and a worker's intake; after, the result's way back and the client's polling. mcp_tasks queues task jobs per principal and
 gives free worker slots to the principals in turn (``FAIR_SHARE``), so B should wait for a
 slot, not for A's backlog; the peer (fastmcp-tasks) has one queue, first in first out, and
 no authentication (it ignores the tokens).
@@ -102,13 +104,13 @@ async def measure_fairness(
             await flooder.poll(await flooder.start("bench_sleep", {"seconds": 0}), is_completed)
         await victim_batch(victim, flood.victims)  # every connection of B's pool, unmeasured
         alone, _ = await victim_batch(victim, flood.victims)
-        progress(f"  B alone: p50 {percentile(alone, 0.5) * 1000:.1f} ms")
+        progress(f"  B alone: p50 {percentile(alone.took, 0.5) * 1000:.1f} ms")
         flood_started = time.time()
         task_ids, submitting = await submit_flood(flooder, flood)
         progress(f"  A's {flood.tasks:,} tasks created in {submitting:.1f} s")
         victims_started = time.time()
         flooded, last_done = await victim_batch(victim, flood.victims)
-        progress(f"  B under the flood: p50 {percentile(flooded, 0.5) * 1000:.1f} ms")
+        progress(f"  B under the flood: p50 {percentile(flooded.took, 0.5) * 1000:.1f} ms")
         woke = await woken_by(flooder, task_ids, last_done)
         stack.check_alive()
         if cancel_rest:
@@ -119,10 +121,8 @@ async def measure_fairness(
     finished = [moment for moment in woke if moment <= last_done]
     freed = [moment - victims_started for moment in finished if moment >= victims_started]
     return {
-        "alone_p50": percentile(alone, 0.5) * 1000,
-        "alone_p95": percentile(alone, 0.95) * 1000,
-        "flood_p50": percentile(flooded, 0.5) * 1000,
-        "flood_p95": percentile(flooded, 0.95) * 1000,
+        **alone.metrics("alone"),
+        **flooded.metrics("flood"),
         "first_freed": min(freed) * 1000 if freed else math.nan,
         "submit_s": submitting,
         "finished": len(finished),
@@ -130,17 +130,39 @@ async def measure_fairness(
     }
 
 
-async def victim_batch(client: BenchClient, count: int) -> tuple[list[float], float]:
-    """``count`` trivial tasks started at once: the seconds each took (call → result), and
-    the wall-clock time the last one finished."""
+@dataclass
+class VictimTimes:
+    """Seconds each of B's tasks took: call → result seen (``took``), split where the tool
+    ran into call → the tool ran (``ran``) and the tool ran → its result seen (``seen``)."""
 
-    async def one(n: int) -> float:
-        started = time.perf_counter()
-        await client.trivial_task(n)
-        return time.perf_counter() - started
+    took: list[float]
+    ran: list[float]
+    seen: list[float]
+
+    def metrics(self, prefix: str) -> dict[str, float]:
+        """p50 and p95 of ``took`` and the p50 of its two parts, in ms."""
+        return {
+            f"{prefix}_p50": percentile(self.took, 0.5) * 1000,
+            f"{prefix}_p95": percentile(self.took, 0.95) * 1000,
+            f"{prefix}_ran_p50": percentile(self.ran, 0.5) * 1000,
+            f"{prefix}_seen_p50": percentile(self.seen, 0.5) * 1000,
+        }
+
+
+async def victim_batch(client: BenchClient, count: int) -> tuple[VictimTimes, float]:
+    """``count`` of B's trivial tasks started at once: their times, and the wall-clock time
+    the last one finished."""
+
+    async def one(n: int) -> tuple[float, float, float]:
+        called_at, started = time.time(), time.perf_counter()
+        task = await client.poll(await client.start("bench_sleep", {"seconds": 0}), is_completed)
+        took, seen_at = time.perf_counter() - started, time.time()
+        ran_at = woke_at(task)
+        return took, ran_at - called_at, seen_at - ran_at
 
     samples = await asyncio.gather(*(one(n) for n in range(count)))
-    return list(samples), time.time()
+    took, ran, seen = (list(column) for column in zip(*samples, strict=True))
+    return VictimTimes(took, ran, seen), time.time()
 
 
 async def submit_flood(client: BenchClient, flood: Flood) -> tuple[list[str], float]:
@@ -196,7 +218,8 @@ def round_summary(values: Mapping[str, float]) -> str:
     """One run's headline figures, for the progress lines."""
     return (
         f"B p50 {values['alone_p50']:.1f} ms alone, {values['flood_p50']:.1f} ms under the "
-        f"flood (p95 {values['flood_p95']:.1f}); a slot freed {values['first_freed']:.0f} ms "
+        f"flood (p95 {values['flood_p95']:.1f}; call -> ran {values['flood_ran_p50']:.1f}, "
+        f"ran -> seen {values['flood_seen_p50']:.1f}); a slot freed {values['first_freed']:.0f} ms "
         f"after B started; {values['finished']:.0f} of A's done by then"
     )
 
@@ -222,8 +245,12 @@ def median_of(values: Sequence[float]) -> float:
 ROWS = (
     ("alone_p50", "B's {victims} trivial tasks at once, alone: p50 (ms)"),
     ("alone_p95", "  p95 (ms)"),
+    ("alone_ran_p50", "  call -> the tool ran (create, queue, intake): p50 (ms)"),
+    ("alone_seen_p50", "  the tool ran -> its result seen (result, polling): p50 (ms)"),
     ("flood_p50", "B's {victims} trivial tasks at once, under A's flood: p50 (ms)"),
     ("flood_p95", "  p95 (ms)"),
+    ("flood_ran_p50", "  call -> the tool ran (create, queue, intake): p50 (ms)"),
+    ("flood_seen_p50", "  the tool ran -> its result seen (result, polling): p50 (ms)"),
     ("slowdown_p50", "  p50 under the flood / p50 alone (x)"),
     ("first_freed", "  first of A's tasks to end after B started, after (ms): a slot frees"),
     (
