@@ -7,6 +7,7 @@ MCPServer for plain calls), driven from outside over HTTP. A script, not a test:
     python tests/benchmarks/compare.py tasks-get-scaling      # mcp_tasks only: tasks/get vs rows
     python tests/benchmarks/compare.py parked --parked 1000   # mcp_tasks only: parked questions
     python tests/benchmarks/compare.py handles                # mcp_tasks only: clients without tasks
+    python tests/benchmarks/compare.py questions              # mcp_tasks only: a question's phases
     python tests/benchmarks/compare.py embedded               # mcp_tasks only: ./scripts/dev mode
     python tests/benchmarks/compare.py fairness               # one caller's flood, another's wait
     python tests/benchmarks/compare.py --only ours,observed   # the cost of traces and metrics
@@ -71,7 +72,12 @@ from tests.benchmarks.stacks import (  # noqa: E402
     start_peer,
     start_sdk,
 )
-from tests.benchmarks.submodes import run_handles, run_parked, run_scaling  # noqa: E402
+from tests.benchmarks.submodes import (  # noqa: E402
+    run_handles,
+    run_parked,
+    run_questions,
+    run_scaling,
+)
 from tests.conftest import _Databases, _postgres_target  # noqa: E402
 from tests.support.legacy_client_fixtures import build_client_venv  # noqa: E402
 from tests.support.worker_fixtures import RedisProcess, db_rows, free_port  # noqa: E402
@@ -88,7 +94,7 @@ CLIENTS = {
     "raw": "raw HTTP/1.1 keep-alive connections on asyncio streams (--client raw)",
     "httpx": "httpx AsyncClients, 10 connections each (--client httpx)",
 }
-MODES = ("compare", "tasks-get-scaling", "parked", "handles", "embedded", "fairness")
+MODES = ("compare", "tasks-get-scaling", "parked", "handles", "questions", "embedded", "fairness")
 ROUNDS = ("compare", "embedded")  # the modes that measure in rounds
 
 
@@ -306,7 +312,8 @@ def run_embedded(
 def run_submode(
     args: argparse.Namespace, sizes: Sizes, cleanup: contextlib.ExitStack, logs: Path
 ) -> list[str]:
-    """``tasks-get-scaling``, ``parked`` or ``handles`` on one mcp_tasks stack."""
+    """``tasks-get-scaling``, ``parked``, ``handles`` or ``questions`` on one mcp_tasks
+    stack."""
     started = Started()
     services = start_services(args, cleanup, logs)
     env = (
@@ -321,10 +328,14 @@ def run_submode(
         database=services.database,
         env=env,
     )
+    if args.mode in ("tasks-get-scaling", "questions") and not services.database.startswith(
+        "PostgreSQL"
+    ):
+        sys.exit(f"{args.mode} needs PostgreSQL (--database-url postgres://...)")
     if args.mode == "tasks-get-scaling":
-        if not services.database.startswith("PostgreSQL"):
-            sys.exit("tasks-get-scaling needs PostgreSQL (--database-url postgres://...)")
         body = asyncio.run(run_scaling(stack, sizes, services.database_url))
+    elif args.mode == "questions":
+        body = asyncio.run(run_questions(stack, sizes, services.database_url))
     elif args.mode == "handles":
         body = asyncio.run(run_handles(stack, sizes, services.redis_url))
     else:

@@ -12,7 +12,11 @@
 - ``handles``: a trivial task called by a client with the tasks extension (create, then
   ``tasks/get`` on the schedule) and by one without it (one call that waits for the task):
   latency, requests, Redis commands and CPU per task, side by side. The window's wait is
-  the same watch ``tasks/get`` uses; it should add no Redis command and no worker CPU.
+  the same watch ``tasks/get`` uses; it should add no Redis command and no worker CPU;
+- ``questions``: where a question round trip's time goes (``bench_ask``: call →
+  ``input_required`` → ``tasks/update`` → result), phase by phase, from the client's clock
+  and the timestamps the task's rows keep (created, claimed, question recorded, answered,
+  finished; one machine, one clock). PostgreSQL only.
 """
 
 from __future__ import annotations
@@ -22,11 +26,15 @@ import time
 from collections.abc import Awaitable, Callable
 
 from tests.benchmarks.bench_client import (
+    ANSWER,
     BenchClient,
     BenchError,
     concurrent,
+    is_asking,
+    is_completed,
     percentile,
     sequential,
+    text_of,
 )
 from tests.benchmarks.measure import Sizes, warm_up
 from tests.benchmarks.report import number, render
@@ -256,3 +264,87 @@ def stack_cpu(stack: Stack) -> tuple[float, float]:
 
     http, *workers = stack.pids()
     return cpu_seconds(http), sum(cpu_seconds(pid) for pid in workers)
+
+
+# -- questions -----------------------------------------------------------------------------------
+
+#: The phases of a question round trip, in the order they happen: label, the two moments.
+PHASES = (
+    ("call → tools/call answered (task created)", "called", "created_seen"),
+    ("task row created → a worker claimed it", "created", "started"),
+    ("claimed → the question recorded (tool ran, asked)", "started", "asked"),
+    ("question recorded → the client saw input_required", "asked", "asked_seen"),
+    ("the client saw it → the answer recorded (tasks/update)", "asked_seen", "answered"),
+    ("answer recorded → the task finished (worker woke, tool resumed)", "answered", "finished"),
+    ("finished → the client saw the result", "finished", "finished_seen"),
+    ("total: call → result seen", "called", "finished_seen"),
+)
+
+
+async def run_questions(stack: Stack, sizes: Sizes, database_url: str) -> list[str]:
+    client = BenchClient(stack.mcp_url, in_flight=1)
+    timed: list[tuple[str, dict[str, float]]] = []
+    try:
+        await warm_up(stack, client)
+        for _ in range(sizes.latency):
+            timed.append(await timed_question(client))
+    finally:
+        await client.aclose()
+    stack.check_alive()
+    moments = [
+        seen | await asyncio.to_thread(row_moments, database_url, task_id)
+        for task_id, seen in timed
+    ]
+    rows = []
+    for label, start, end in PHASES:
+        spans = [(seen[end] - seen[start]) * 1000 for seen in moments]
+        rows.append([label, number(percentile(spans, 0.5)), number(percentile(spans, 0.9))])
+    return [
+        *render(["question round trip (bench_ask)", "p50 (ms)", "p90 (ms)"], rows),
+        f"{sizes.latency} sequential round trips on one server and worker; each phase's p50 "
+        "apart (they need not add up to the total's)",
+    ]
+
+
+async def timed_question(client: BenchClient) -> tuple[str, dict[str, float]]:
+    """One round trip: its task id and the client's moments (``time.time()``)."""
+    called = time.time()
+    created = await client.start("bench_ask", {})
+    created_seen = time.time()
+    task = await client.poll(created, is_asking)
+    asked_seen = time.time()
+    answers = {
+        key: {"action": "accept", "content": {"value": ANSWER}} for key in task["inputRequests"]
+    }
+    await client.request(
+        "tasks/update", {"taskId": task["taskId"], "inputResponses": answers}, task["taskId"]
+    )
+    task = await client.poll(task, is_completed)
+    finished_seen = time.time()
+    if text_of(task["result"]) != ANSWER:
+        raise BenchError(f"unexpected bench_ask result {task}")
+    return str(task["taskId"]), {
+        "called": called,
+        "created_seen": created_seen,
+        "asked_seen": asked_seen,
+        "finished_seen": finished_seen,
+    }
+
+
+def row_moments(database_url: str, task_id: str) -> dict[str, float]:
+    """When the task's rows say it was created, claimed, asked, answered and finished."""
+    ((created, started, finished, asked, answered),) = db_rows(
+        database_url,
+        "SELECT extract(epoch FROM t.created_at), extract(epoch FROM t.started_at), "
+        "extract(epoch FROM t.finished_at), extract(epoch FROM q.created_at), "
+        "extract(epoch FROM q.answered_at) FROM mcp_tasks_task t "
+        "JOIN mcp_tasks_inputrequest q ON q.task_id = t.id WHERE t.id = %s",
+        (task_id,),
+    )
+    return {
+        "created": float(created),
+        "started": float(started),
+        "finished": float(finished),
+        "asked": float(asked),
+        "answered": float(answered),
+    }

@@ -301,8 +301,7 @@ class _Worker:
     connection = _Connection()
     queues = [_Queue()]
 
-    class slots:  # noqa: N801 - what Intake.room reads
-        size = 4
+    slots = Slots(4)
 
 
 @pytest.mark.usefixtures("metrics_on")

@@ -18,6 +18,7 @@ import pytest
 
 from tests.benchmarks.fairness import ROWS as FAIRNESS_ROWS
 from tests.benchmarks.report import MISSING, PLAIN_ROWS, TASK_ROWS
+from tests.benchmarks.submodes import PHASES as QUESTION_PHASES
 from tests.conftest import ROOT
 
 COMPARE = ROOT / "tests" / "benchmarks" / "compare.py"
@@ -117,6 +118,20 @@ def test_quick_handles_mode_prints_both_ways_side_by_side(postgres_url: str) -> 
     assert len(rows) == 5, output
     assert all(is_number(value) for values in rows.values() for value in values), output
     assert rows["HTTP requests per task"][1] == "1.00", output
+
+
+@pytest.mark.redis
+@pytest.mark.postgres
+@pytest.mark.live
+def test_quick_questions_mode_prints_every_phase_of_a_round_trip(postgres_url: str) -> None:
+    """A question round trip split where its rows say it moved: every phase a time, and the
+    phases in the order they happen (a worker claims the task before it asks)."""
+    output = run_compare("questions", "--quick", "--database-url", postgres_url)
+    rows = {label: values for label, *values in table(output)}
+    assert list(rows) == [label for label, _, _ in QUESTION_PHASES], output
+    assert all(is_number(value) for values in rows.values() for value in values), output
+    claimed_to_asked = rows["claimed → the question recorded (tool ran, asked)"][0]
+    assert float(claimed_to_asked.replace(",", "")) > 0, output
 
 
 @pytest.mark.live
