@@ -48,15 +48,14 @@ from .request import RequestInfo, Sink
 from .request_backend import RequestBackend, gather_answers, input_required_result, make_context
 from .stored import require_storable
 from .task_handles import TaskHandles, companion_names, inline_window, speaks_tasks
+from .task_methods import ToolCall
 
 logger = logging.getLogger("mcp_tasks.protocol")
 
 Handler = Callable[[MCPServer, RequestInfo, Sink, dict[str, Any]], Awaitable[dict[str, Any]]]
 
-#: ``(tool, validated arguments, info, sink, params) -> CreateTaskResult``: starts a task.
-TaskStarter = Callable[
-    [ToolSpec, dict[str, Any], RequestInfo, Sink, dict[str, Any]], Awaitable[dict[str, Any]]
-]
+#: ``(call) -> CreateTaskResult``: starts a task.
+TaskStarter = Callable[[ToolCall], Awaitable[dict[str, Any]]]
 
 
 def server_info() -> dict[str, Any]:
@@ -260,10 +259,10 @@ async def call_tool(
     how = _how_it_runs(tool, info, params, tasks=start_task is not None, handles=handles)
     if how == "task":
         assert start_task is not None
-        return await start_task(tool, validated, info, sink, params)
+        return await start_task(ToolCall(tool, validated, info, sink, params))
     if how == "handle":
         assert companions is not None
-        return await companions.handles.call(tool, validated, info, sink, params)
+        return await companions.handles.call(ToolCall(tool, validated, info, sink, params))
 
     answers = gather_answers(info, params, "tools/call", name, arguments)
     backend = RequestBackend(info, sink, answers)

@@ -33,7 +33,7 @@ from .ports import QuestionView, TaskView
 from .question_relay import QuestionRelay
 from .request import RequestInfo, Sink
 from .stored import is_lookup_key, require_storable
-from .task_methods import TaskMethods
+from .task_methods import TaskMethods, ToolCall
 from .task_shapes import failure, not_found
 
 logger = logging.getLogger("mcp_tasks.protocol")
@@ -151,24 +151,16 @@ class TaskHandles:
         choice = tool.task.for_all_clients
         return bool(get_config().TASKS_FOR_ALL_CLIENTS if choice is None else choice)
 
-    async def call(
-        self,
-        tool: ToolSpec,
-        validated: dict[str, Any],
-        info: RequestInfo,
-        sink: Sink,
-        params: dict[str, Any],
-    ) -> dict[str, Any]:
+    async def call(self, call: ToolCall) -> dict[str, Any]:
         """``tools/call`` of a task tool: start the task (or go on with the one a modern
         retry names) and follow it for the tool's window."""
+        tool, info, params = call.tool, call.info, call.params
         arguments = params.get("arguments") or {}
         task = await self.resumed(info, params, tool.name, arguments)
         if task is None:
             # Created to the end even when the client cancels the call meanwhile (a creation
             # in Django's thread runs on): then it is cancelled, and the cancel goes on.
-            creation = asyncio.ensure_future(
-                self.tasks.create(tool, validated, info, sink, params, _answerable_caller(info))
-            )
+            creation = asyncio.ensure_future(self.tasks.create(call, _answerable_caller(info)))
             try:
                 created = await asyncio.shield(creation)
             except asyncio.CancelledError:
@@ -186,7 +178,7 @@ class TaskHandles:
             until_change=False,
             abandon=True,
         )
-        return await self.follow(task, info, sink, plan)
+        return await self.follow(task, info, call.sink, plan)
 
     async def resumed(
         self, info: RequestInfo, params: dict[str, Any], target: str, arguments: dict[str, Any]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from .. import jsontext
@@ -52,19 +53,29 @@ def require_tasks_capability(info: RequestInfo) -> None:
         )
 
 
-async def _prepare(
-    tool: ToolSpec, validated: dict[str, Any], info: RequestInfo, sink: Sink, params: dict[str, Any]
-) -> tuple[Any, dict[str, Any] | None]:
+@dataclass(frozen=True)
+class ToolCall:
+    """A ``tools/call`` of a task tool, its arguments validated: what starts its task."""
+
+    tool: ToolSpec
+    validated: dict[str, Any]
+    info: RequestInfo
+    sink: Sink
+    params: dict[str, Any]
+
+
+async def _prepare(call: ToolCall) -> tuple[Any, dict[str, Any] | None]:
     """Run ``TaskConfig.prepare`` inline (MRTR rounds); returns (value, input_required)."""
+    tool, info, params = call.tool, call.info, call.params
     prepare = tool.task.prepare
     if prepare is None:
         return None, None
     arguments = params.get("arguments") or {}
     backend = RequestBackend(
-        info, sink, gather_answers(info, params, "tools/call", tool.name, arguments)
+        info, call.sink, gather_answers(info, params, "tools/call", tool.name, arguments)
     )
     accepted = inspect.signature(prepare).parameters
-    kwargs = {name: value for name, value in validated.items() if name in accepted}
+    kwargs = {name: value for name, value in call.validated.items() if name in accepted}
     try:
         value = await invoke(
             prepare,
@@ -106,9 +117,8 @@ def _time_to_live(tool: ToolSpec, info: RequestInfo, params: dict[str, Any]) -> 
     return ttl
 
 
-def _new_task(
-    tool: ToolSpec, info: RequestInfo, params: dict[str, Any], prepared: Any, caller: Caller | None
-) -> NewTask:
+def _new_task(call: ToolCall, prepared: Any, caller: Caller | None) -> NewTask:
+    tool, info, params = call.tool, call.info, call.params
     return NewTask(
         tool_name=tool.name,
         arguments=params.get("arguments") or {},
@@ -131,23 +141,17 @@ class TaskMethods:
         self.engine = engine
 
     async def create(
-        self,
-        tool: ToolSpec,
-        validated: dict[str, Any],
-        info: RequestInfo,
-        sink: Sink,
-        params: dict[str, Any],
-        caller: Caller | None = None,
+        self, call: ToolCall, caller: Caller | None = None
     ) -> TaskView | dict[str, Any]:
         """The task, durable and queued; or the ``input_required`` round of its
         ``TaskConfig.prepare`` (modern era), before any task exists. ``caller``: what the
         task keeps of its caller (default: the request's :meth:`RequestInfo.caller`)."""
-        _require_storable_request(info, params)
-        prepared, pending = await _prepare(tool, validated, info, sink, params)
+        _require_storable_request(call.info, call.params)
+        prepared, pending = await _prepare(call)
         if pending is not None:
             return pending
         try:
-            return await self.engine.create(_new_task(tool, info, params, prepared, caller))
+            return await self.engine.create(_new_task(call, prepared, caller))
         except QuotaExceeded as exc:
             raise ProtocolError(
                 TASK_QUOTA_EXCEEDED,
@@ -157,19 +161,12 @@ class TaskMethods:
         except RuntimeError as exc:
             raise ProtocolError(INTERNAL_ERROR, f"Could not start the task: {exc}") from exc
 
-    async def start(
-        self,
-        tool: ToolSpec,
-        validated: dict[str, Any],
-        info: RequestInfo,
-        sink: Sink,
-        params: dict[str, Any],
-    ) -> dict[str, Any]:
+    async def start(self, call: ToolCall) -> dict[str, Any]:
         """``tools/call`` answered with a ``CreateTaskResult`` once the task is durable."""
-        task = await self.create(tool, validated, info, sink, params)
+        task = await self.create(call)
         if isinstance(task, dict):
             return task
-        if not info.modern:
+        if not call.info.modern:
             return {"task": legacy_task(task)}
         return {"resultType": "task", **task_fields(task)}
 

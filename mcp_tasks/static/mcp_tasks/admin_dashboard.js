@@ -17,51 +17,20 @@
   const wsPath = config.dataset.wsPath || "";
   const atMostEvery = Number(config.dataset.atMostEvery || 5) * 1000;
   const atLeastEvery = Number(config.dataset.atLeastEvery || 60) * 1000;
-  let lastRun = Date.now();
-  let timer = null;
-  let inflight = false;
-  let again = false;
-
-  async function refresh() {
-    if (inflight) {
-      again = true;
-      return;
-    }
-    inflight = true;
-    lastRun = Date.now();
-    try {
-      const response = await fetch(window.location.href, { credentials: "same-origin" });
-      if (response.ok && !response.redirected) {
-        const next = new DOMParser().parseFromString(await response.text(), "text/html");
-        const fresh = next.getElementById("mcp-dashboard");
-        const shown = document.getElementById("mcp-dashboard");
-        if (fresh && shown) {
-          shown.replaceWith(document.importNode(fresh, true));
-          config.dataset.refreshes = String(Number(config.dataset.refreshes || 0) + 1);
-        }
+  const { refresh, soon, sinceLastRun } = window.mcpTasksRefresher(config, {
+    apply(next) {
+      const fresh = next.getElementById("mcp-dashboard");
+      const shown = document.getElementById("mcp-dashboard");
+      if (!fresh || !shown) {
+        return false;
       }
-    } catch (error) {
-      // Offline for a moment: the next event or the next round tries again.
-    } finally {
-      inflight = false;
-      if (again) {
-        again = false;
-        soon();
-      }
-    }
-  }
-
-  function soon() {
-    // One refresh for every burst of events, at most one per atMostEvery.
-    if (timer) {
-      return;
-    }
-    const wait = Math.max(250, atMostEvery - (Date.now() - lastRun));
-    timer = setTimeout(() => {
-      timer = null;
-      refresh();
-    }, wait);
-  }
+      shown.replaceWith(document.importNode(fresh, true));
+      return true;
+    },
+    atMostEvery,
+    pause: 250,
+    lastRun: Date.now(),
+  });
 
   function connect() {
     config.dataset.state = "polling";
@@ -97,7 +66,7 @@
   }
 
   setInterval(() => {
-    if (Date.now() - lastRun >= atLeastEvery - 250) {
+    if (sinceLastRun() >= atLeastEvery - 250) {
       refresh();
     }
   }, Math.min(atLeastEvery, 10000));

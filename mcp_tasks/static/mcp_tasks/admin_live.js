@@ -18,10 +18,6 @@
   let socket = null;
   let connected = false;
   let pollTimer = null;
-  let nudgeTimer = null;
-  let lastRun = 0;
-  let inflight = false;
-  let again = false;
   let typed = false; // the operator typed into the answer form on this page
 
   document.addEventListener("input", (event) => {
@@ -134,45 +130,17 @@
     }
   }
 
-  async function refresh() {
-    if (inflight) {
-      again = true;
-      return;
-    }
-    if (selecting()) {
-      return; // the next change, or the next poll, tries again
-    }
-    inflight = true;
-    lastRun = Date.now();
-    try {
-      const response = await fetch(window.location.href, { credentials: "same-origin" });
-      if (response.ok && !response.redirected) {
-        swap(new DOMParser().parseFromString(await response.text(), "text/html"));
-        watch();
-        config.dataset.refreshes = String(Number(config.dataset.refreshes || 0) + 1);
-      }
-    } catch (error) {
-      // Offline for a moment: the next change or poll tries again.
-    } finally {
-      inflight = false;
-      if (again) {
-        again = false;
-        nudge();
-      }
-    }
-  }
-
-  function nudge() {
-    // At most one refresh a second, however many changes arrive.
-    if (nudgeTimer) {
-      return;
-    }
-    const wait = Math.max(150, 1000 - (Date.now() - lastRun));
-    nudgeTimer = setTimeout(() => {
-      nudgeTimer = null;
-      refresh();
-    }, wait);
-  }
+  // At most one refresh a second, however many changes arrive; none while selecting.
+  const { refresh, soon: nudge } = window.mcpTasksRefresher(config, {
+    apply(next) {
+      swap(next);
+      watch();
+      return true;
+    },
+    skip: selecting,
+    atMostEvery: 1000,
+    pause: 150,
+  });
 
   function poll(on) {
     if (on && !pollTimer && interval > 0) {

@@ -113,23 +113,30 @@ def finish(
             return False
         if task.is_terminal:
             return False
-        status_changed(task_id, task.status, status)
-        touch(
-            task,
-            status=status,
-            result=result,
-            error=error,
-            status_message=message[:2000],
-            finished_at=timezone.now(),
-            waiting_for=WaitingFor.NOTHING,
+        end_locked(
+            task, status, wake=wake, result=result, error=error, status_message=message[:2000]
         )
-        if metrics_hook.recorder is not None:
-            count_finished_on_commit(metrics_hook.recorder, task)
-        task.input_requests.filter(status=InputRequestStatus.PENDING).update(
-            status=InputRequestStatus.CLOSED
-        )
-        outbox.publish(task, wake=wake)
     return True
+
+
+def end_locked(task: Task, status: str, *, wake: bool, **fields: Any) -> None:
+    """End ``task``, its row locked (:func:`locked`) and not terminal: the new ``status``
+    and ``fields``, its signals and metric, its waiting questions closed, the change
+    published."""
+    status_changed(task.id, task.status, status)
+    touch(
+        task,
+        status=status,
+        **fields,
+        finished_at=timezone.now(),
+        waiting_for=WaitingFor.NOTHING,
+    )
+    if metrics_hook.recorder is not None:
+        count_finished_on_commit(metrics_hook.recorder, task)
+    task.input_requests.filter(status=InputRequestStatus.PENDING).update(
+        status=InputRequestStatus.CLOSED
+    )
+    outbox.publish(task, wake=wake)
 
 
 def complete(task: Task | str, result: dict[str, Any]) -> bool:

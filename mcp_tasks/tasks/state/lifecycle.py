@@ -22,7 +22,6 @@ from ...core.jsonrpc import INTERNAL_ERROR
 from ...core.task_contract import Caller, NewTask, QuotaExceeded, TaskNotFound
 from ...models import (
     TERMINAL_STATUSES,
-    InputRequestStatus,
     Task,
     TaskSnapshot,
     TaskStatus,
@@ -32,12 +31,11 @@ from ..queues import fair_queue, loop_redis, queue
 from . import announcements, crypto, outbox, rows
 from .changes import (
     add_log,
-    count_finished_on_commit,
+    end_locked,
     expired,
     fail,
     id_of,
     locked,
-    status_changed,
     touch,
 )
 from .loop_database import LoopDatabase
@@ -433,20 +431,7 @@ def cancel(task_id: str, principal_scope: str | None) -> Task:
             raise TaskNotFound(task_id)
         if task.is_terminal:
             return task
-        status_changed(task_id, task.status, TaskStatus.CANCELLED)
-        touch(
-            task,
-            status=TaskStatus.CANCELLED,
-            status_message="Cancelled",
-            finished_at=timezone.now(),
-            waiting_for=WaitingFor.NOTHING,
-        )
-        if metrics_hook.recorder is not None:
-            count_finished_on_commit(metrics_hook.recorder, task)
-        task.input_requests.filter(status=InputRequestStatus.PENDING).update(
-            status=InputRequestStatus.CLOSED
-        )
-        outbox.publish(task, wake=True)
+        end_locked(task, TaskStatus.CANCELLED, wake=True, status_message="Cancelled")
         job_id, queue_name = task.job_id, task.queue
         # An async tool is cancelled cooperatively (CancelledError at its next await, through
         # the worker's channel-layer watch); only a sync tool's work-horse is killed.

@@ -158,14 +158,8 @@ class TaskBackend:
         except Exception as exc:
             # Never an answer the user did not give: a tool told "cancelled" here would go
             # on and end with a wrong result that looks right.
-            logger.exception(
-                "could not record the questions of task %s",
-                self.task.id,
-                extra=log_fields.of(self.task),
-            )
-            raise QuestionFailed(
-                f"its question could not be recorded ({type(exc).__name__}: {exc})"
-            ) from exc
+            failure = "question could not be recorded"
+            raise self._failed("record the questions", failure, exc) from exc
         keys: list[str | None] = [row.key for row in rows]
         answers = [service.answer_in(row) for row in rows]  # replayed: already answered
         if not _all_answered(keys, answers):
@@ -266,14 +260,14 @@ class TaskBackend:
             with trace_hook.tracer.span("task wait for answers", attributes):
                 return await self._wait(keys, answers)
         except Exception as exc:
-            logger.exception(
-                "could not read the answers of task %s",
-                self.task.id,
-                extra=log_fields.of(self.task),
-            )
-            raise QuestionFailed(
-                f"its answer could not be read ({type(exc).__name__}: {exc})"
-            ) from exc
+            raise self._failed("read the answers", "answer could not be read", exc) from exc
+
+    def _failed(self, action: str, failure: str, exc: Exception) -> QuestionFailed:
+        """Log that the job could not ``action``; the error that ends its question."""
+        logger.exception(
+            "could not %s of task %s", action, self.task.id, extra=log_fields.of(self.task)
+        )
+        return QuestionFailed(f"its {failure} ({type(exc).__name__}: {exc})")
 
     async def _wait(self, keys: list[str | None], answers: list[Any]) -> list[Any]:
         deadline = time.monotonic() + get_config().INPUT_HOLD_WINDOW
