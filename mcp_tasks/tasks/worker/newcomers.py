@@ -12,7 +12,9 @@ Redis is unreachable costs only that wait (at most ``FORGET_WITHIN``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import secrets
 import threading
 from typing import Any
 
@@ -21,7 +23,8 @@ from .runtime import Slots
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
-#: Seconds between the listener's looks at whether it should stop.
+#: Longest wait for a message before the listener looks at whether it should stop (a stop
+#: also wakes it at once, through a channel of its own).
 STOP_CHECK = 1.0
 #: Longest pause before the listener subscribes again after Redis failed it.
 RETRY_CAP = 2.0
@@ -33,6 +36,8 @@ class NewcomerListener:
     def __init__(self, connection: Any, queue_names: list[str], slots: Slots) -> None:
         self.connection = connection
         self.channels = [fair_queue.newcomer_channel(name) for name in queue_names]
+        #: Published on by :meth:`stop`: the listener stops at once, not after STOP_CHECK.
+        self.stop_channel = f"{self.channels[0]}:stop:{secrets.token_hex(8)}"
         self.slots = slots
         self._stopped = threading.Event()
         #: Set once subscribed (cleared while Redis fails it).
@@ -45,6 +50,8 @@ class NewcomerListener:
 
     def stop(self) -> None:
         self._stopped.set()
+        with contextlib.suppress(Exception):  # Redis gone: it stops within STOP_CHECK
+            self.connection.publish(self.stop_channel, "stop")
         self._thread.join(STOP_CHECK + 1)
 
     def _run(self) -> None:
@@ -63,7 +70,7 @@ class NewcomerListener:
     def _listen(self) -> None:
         pubsub = self.connection.pubsub(ignore_subscribe_messages=True)
         try:
-            pubsub.subscribe(*self.channels)
+            pubsub.subscribe(*self.channels, self.stop_channel)
             self._wait = 0.1
             self.slots.nudge()  # a newcomer may have come while it was not subscribed
             self.listening.set()
