@@ -7,12 +7,14 @@ module; :mod:`mcp_tasks.asgi` hands it an :class:`Engine`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..core.db import db
 from ..core.task_contract import NewTask
 from ..models import ACTIVE_STATUSES, InputRequest, Task
 from .state import service
+from .state.rows import WaitingQuestion
 
 
 def _row(task: object) -> Task:
@@ -53,8 +55,8 @@ class Engine:
     def with_final_fields(self, task: object, final: dict[str, Any]) -> Task:
         return service.with_final_fields(_row(task), final)
 
-    async def questions(self, task: object) -> list[InputRequest]:
-        return await db(service.outstanding_requests)(_row(task))
+    async def questions(self, task: object) -> Sequence[InputRequest | WaitingQuestion]:
+        return await service.aoutstanding_requests(_row(task))
 
     async def waiting_questions(self, task_id: str, principal_scope: str) -> list[InputRequest]:
         return await db(_waiting_questions)(task_id, principal_scope)

@@ -14,7 +14,14 @@ from django.utils import timezone
 
 from mcp_tasks.core import task_contract
 from mcp_tasks.core.db import db
-from mcp_tasks.models import Task, TaskSnapshot, TaskStatus
+from mcp_tasks.models import (
+    Audience,
+    InputRequest,
+    InputRequestStatus,
+    Task,
+    TaskSnapshot,
+    TaskStatus,
+)
 from mcp_tasks.tasks.state import changes, rows, service
 from mcp_tasks.tasks.state.loop_database import LoopDatabase
 from tests.support.rows import new_record
@@ -445,6 +452,46 @@ def test_statements_made_while_one_is_under_way_go_together_in_one_transaction()
     assert transactions[0] != transactions[1]  # alone, at once
     assert len(set(transactions[1:])) == 1  # the rest together
     assert all(count == 1 for count, _ in results)
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_waiting_questions_read_from_the_loop_are_those_the_orm_reads() -> None:
+    """A held ``tasks/get`` reads a task's waiting questions from the event loop: the same
+    questions, in the same order, with the same params, as through the ORM (staff and
+    answered questions left out)."""
+    task = make_task(id="asking", status=TaskStatus.INPUT_REQUIRED)
+    params = {"message": "Name? é ✓", "requestedSchema": {"type": "object", "n": [1, 2.5]}}
+    for key, sequence, extra in (
+        ("elicit-2", 2, {}),
+        ("elicit-1", 1, {}),
+        ("sample-3", 3, {"method": "sampling/createMessage", "params": {}}),
+        ("staff-4", 4, {"audience": Audience.STAFF}),
+        ("elicit-0", 0, {"status": InputRequestStatus.ANSWERED}),
+    ):
+        InputRequest.objects.create(
+            task=task,
+            key=key,
+            sequence=sequence,
+            **{"method": "elicitation/create", "params": params, **extra},
+        )
+    InputRequest.objects.create(
+        task=make_task(id="other"), key="elicit-1", sequence=1, method="elicitation/create"
+    )
+
+    through_orm = [(q.key, q.method, q.params) for q in service.outstanding_requests(task)]
+    from_loop = [(q.key, q.method, q.params) for q in asyncio.run(_questions_of("asking"))]
+    assert from_loop == through_orm
+    assert [key for key, _, _ in from_loop] == ["elicit-1", "elicit-2", "sample-3"]
+    assert asyncio.run(_questions_of("nobody")) == []
+
+
+async def _questions_of(task_id: str) -> list[rows.WaitingQuestion]:
+    database = LoopDatabase()
+    try:
+        return await rows.awaiting_questions(database, task_id)
+    finally:
+        await database.close()
 
 
 @postgres_only

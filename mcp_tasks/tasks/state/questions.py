@@ -24,10 +24,12 @@ from ...authoring.approval import (
 )
 from ...authoring.inputs import KEY_PREFIXES
 from ...conf import get_config
+from ...core.db import db
 from ...core.task_contract import InvalidAnswer, TaskNotFound
 from ...models import Audience, InputRequest, InputRequestStatus, Task, TaskStatus, WaitingFor
 from . import outbox, rows
 from .changes import expired, locked, status_changed, touch
+from .loop_database import LoopDatabase
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -40,6 +42,16 @@ def outstanding_requests(task: Task) -> list[InputRequest]:
             status=InputRequestStatus.PENDING, audience=Audience.CLIENT
         ).order_by("sequence")
     )
+
+
+async def aoutstanding_requests(task: Task) -> Sequence[InputRequest | rows.WaitingQuestion]:
+    """:func:`outstanding_requests` from async code: on PostgreSQL their key, method and
+    params read from the event loop in one statement (a held ``tasks/get`` that wakes on a
+    question answers without Django's thread)."""
+    database = LoopDatabase.of_running_loop()
+    if database is None:
+        return await db(outstanding_requests)(task)
+    return await rows.awaiting_questions(database, task.id)
 
 
 class NotAllowed(PermissionError):  # noqa: N818 - reads like PermissionDenied

@@ -13,7 +13,9 @@ else goes through the ORM.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections, transaction
@@ -21,7 +23,14 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 from django.db.models import Field, Model
 
-from ...models import ACTIVE_STATUSES, Task, TaskSnapshot
+from ...models import (
+    ACTIVE_STATUSES,
+    Audience,
+    InputRequest,
+    InputRequestStatus,
+    Task,
+    TaskSnapshot,
+)
 from .loop_database import LoopDatabase
 
 Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
@@ -158,6 +167,41 @@ async def atask_of(database: LoopDatabase, task_id: str, principal_scope: str) -
     """:func:`task_of`, sent from the event loop."""
     _, row = await database.fetch_one(_task_sql(database.alias, False), [task_id])
     return _owned(row, database.wrapper, principal_scope)
+
+
+@dataclass(frozen=True)
+class WaitingQuestion:
+    """A client's question that waits for an answer, as the wire shows it."""
+
+    key: str
+    method: str
+    params: Any
+
+
+@functools.lru_cache(maxsize=8)
+def _waiting_questions_sql(alias: str) -> str:
+    """The client's pending questions of one task, in the order they were asked, as one
+    JSON array of ``[key, method, params]`` (one row whatever their number)."""
+    quote = connections[alias].ops.quote_name
+
+    def column(name: str) -> str:
+        return f"{quote('q')}.{quote(_column(InputRequest, name))}"
+
+    triple = f"json_build_array({column('key')}, {column('method')}, {column('params')})"
+    return (
+        f"SELECT coalesce(json_agg({triple} ORDER BY {column('sequence')}), '[]') "
+        f"FROM {quote(InputRequest._meta.db_table)} {quote('q')} "
+        f"WHERE {column('task')} = %s AND {column('status')} = %s AND {column('audience')} = %s"
+    )
+
+
+async def awaiting_questions(database: LoopDatabase, task_id: str) -> list[WaitingQuestion]:
+    """The task's questions that wait for the client, read from the event loop (what
+    :func:`~mcp_tasks.tasks.state.questions.outstanding_requests` reads through the ORM)."""
+    params = [task_id, InputRequestStatus.PENDING.value, Audience.CLIENT.value]
+    _, (found,) = await database.fetch_one(_waiting_questions_sql(database.alias), params)
+    triples = json.loads(found) if isinstance(found, str | bytes) else found
+    return [WaitingQuestion(key, method, params) for key, method, params in triples]
 
 
 def task_with_snapshot(task_id: str, using: str = "default") -> Task | None:
