@@ -2,7 +2,8 @@
 ``AsyncConnection``: PostgreSQL only.
 
 In a task worker: a job's claim of its task and the tool's result. In an ASGI process: a
-new task's row (``tools/call``) and the read of a task (``tasks/get``). Every other
+new task's row (``tools/call``), the read of a task (``tasks/get``) and of its waiting
+questions. Every other
 database call goes to Django's thread for sync code (:func:`mcp_tasks.core.db.db`). For these
 statements that hop (a thread switch there and back, and asgiref's bookkeeping) costs
 more than the statements; here they are written once
