@@ -170,6 +170,8 @@ class TaskHandles:
                 raise
             if isinstance(created, dict):
                 return created  # TaskConfig.prepare asks first (MRTR)
+            if inline_window(tool) <= 0:  # a handle at once, however quick the task
+                return self._handle(created, (), time.monotonic())
             task = created
         plan = Follow(
             target=tool.name,
