@@ -13,7 +13,7 @@ class McpTasksConfig(AppConfig):
         from . import checks, conf  # noqa: F401  (importing checks registers them)
 
         setting_changed.connect(conf.reset_config, dispatch_uid="mcp_tasks.conf.reset_config")
-        from .tasks.state import announcements, question_mail
+        from .tasks.state import outbox, question_mail
 
         question_mail.connect()
         setting_changed.connect(question_mail.connect, dispatch_uid="mcp_tasks.notifications")
@@ -28,7 +28,7 @@ class McpTasksConfig(AppConfig):
         if apps.is_installed("django.contrib.admin"):  # the live admin hears the service
             from .admin import events, rq_dashboard, watchers
 
-            announcements.install(events)
+            outbox.install_announcer(events)
             rq_dashboard.follow_embedded_mode()  # when django_rq's admin came after ours
             setting_changed.connect(watchers.forget, dispatch_uid="mcp_tasks.admin.watchers")
         if apps.is_installed("django_rq"):

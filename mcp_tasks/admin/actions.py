@@ -23,7 +23,7 @@ from ..authoring.approval import APPROVAL_METHOD
 from ..core import task_contract
 from ..models import InputRequest, InputRequestStatus, Task, TaskStatus
 from ..tasks.state import crypto, service
-from ..tasks.state.retry import NotRetryable, retry
+from ..tasks.state.lifecycle import NotRetryable, retry
 from .forms import ELICIT, answer_form, answer_url
 
 RETRY_PERMISSION = "mcp_tasks.retry_task"

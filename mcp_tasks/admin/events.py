@@ -3,7 +3,7 @@
 them. Progress of a task reaches them through the task's own group, which the service
 already publishes to.
 
-The service announces its events through :mod:`mcp_tasks.tasks.state.announcements`, where
+The service announces its events through :func:`mcp_tasks.tasks.state.outbox.install_announcer`, where
 :class:`~mcp_tasks.apps.McpTasksConfig` installs this module (not through
 :mod:`mcp_tasks.signals` receivers: a receiver counts as a listener, and a listener makes the
 worker's completion hop to Django's thread to send the signal, even while no page is open). Announced only while

@@ -14,6 +14,7 @@ from ..core.db import db
 from ..core.task_contract import NewTask
 from ..models import ACTIVE_STATUSES, InputRequest, Task
 from .state import service
+from .state.loop_database import LoopDatabase
 from .state.rows import WaitingQuestion
 
 
@@ -64,6 +65,11 @@ class Engine:
     async def answer(
         self, task_id: str, key: str, response: Any, principal_scope: str, *, strict: bool
     ) -> bool:
+        database = LoopDatabase.of_running_loop()
+        if database is not None:
+            return await service.aanswer(
+                database, task_id, key, response, principal_scope, not_found_raises=strict
+            )
         return await db(service.answer)(
             task_id,
             key,

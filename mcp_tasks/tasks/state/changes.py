@@ -22,7 +22,7 @@ from ...models import (
     TaskStatus,
     WaitingFor,
 )
-from . import announcements, notify, outbox, rows
+from . import notify, outbox, rows
 from .loop_database import LoopDatabase
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -174,7 +174,7 @@ async def acomplete(database: LoopDatabase, task: Task, result: dict[str, Any]) 
     if (
         signals.listened(signals.task_status_changed)
         or signals.listened(signals.task_finished)
-        or announcements.may_announce()
+        or outbox.may_announce()
     ):
         await db(status_changed)(task.id, TaskStatus.WORKING, TaskStatus.COMPLETED)
     return True

@@ -1,5 +1,6 @@
 """A task's life from its creation to its cancel: the new rows (under quota), reading a
-caller's tasks, and the transitions of the worker that runs it (claim, progress, retry)."""
+caller's tasks, the transitions of the worker that runs it (claim, progress, retry), and
+a failed task run again (:func:`retry`)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from ...models import (
     WaitingFor,
 )
 from ..queues import fair_queue, loop_redis, queue
-from . import announcements, crypto, outbox, rows
+from . import crypto, outbox, rows
 from .changes import (
     add_log,
     end_locked,
@@ -114,8 +115,8 @@ async def _acreate_task(new: NewTask) -> Task:
         raise await db(_over_quota)(task, quotas)
     if metrics_hook.recorder is not None:  # inserted and committed from the loop
         metrics_hook.recorder.task_created(task.tool_name)
-    if announcements.may_announce():
-        await db(announcements.announce)(task.id, "task_created")
+    if outbox.may_announce():
+        await db(outbox.announce_now)(task.id, "task_created")
     try:
         await loop_redis.aenqueue(task)
     except Exception as exc:
@@ -439,3 +440,33 @@ def cancel(task_id: str, principal_scope: str | None) -> Task:
         kill = tool is None or not tool.is_async
         outbox.after_commit(lambda: queue.stop(job_id, queue_name, kill_running=kill))
     return task
+
+
+class NotRetryable(ValueError):  # noqa: N818
+    """Only a failed task can be retried (the message says why this one cannot)."""
+
+
+def retry(task_id: str) -> Task:
+    """Run a failed task again: a new task with the same tool, arguments, principal and
+    client context, linked to the failed one (``Task.retry_of``), created and queued.
+    Raises :class:`~mcp_tasks.core.task_contract.TaskNotFound` or :class:`NotRetryable`.
+    The creating request's access token and headers are carried over (still encrypted at
+    rest); its progress token and request id are not."""
+    task = Task.objects.select_related("snapshot").filter(pk=task_id).first()
+    if task is None:
+        raise TaskNotFound(task_id)
+    if task.status != TaskStatus.FAILED:
+        raise NotRetryable(f"the task is {task.get_status_display().lower()}, not failed")
+    return create_task(
+        NewTask(
+            tool_name=task.tool_name,
+            arguments=task.arguments,
+            caller=stored_caller(task, snapshot_secrets(task)),
+            prepared=(task.snapshot.prior_answers or {}).get("prepared"),
+            queue=task.queue,
+            ttl=None if task.ttl_ms is None else task.ttl_ms / 1000,
+            poll_interval=None if task.poll_interval_ms is None else task.poll_interval_ms / 1000,
+            timeout=task.job_timeout,
+            retry_of=task.id,
+        )
+    )

@@ -3,7 +3,8 @@
 Every transition tells others of itself only after its transaction commits (durable
 before visible), through these functions and no other ``transaction.on_commit``: the
 task's watchers and the worker running it (:func:`publish`, :func:`publish_by_worker`,
-through :mod:`.notify`), the live admin (:func:`announce`, through :mod:`.announcements`),
+through :mod:`.notify`), the live admin (:func:`announce`, through the announcer the live
+admin installs: :func:`install_announcer`),
 the site's receivers of :mod:`mcp_tasks.signals` (:func:`signal`), and the queue
 (:func:`enqueue`, :func:`after_commit` for the rest: a job's stop, the metrics). A
 rolled-back savepoint drops what it added, as ``on_commit`` does.
@@ -12,7 +13,7 @@ rolled-back savepoint drops what it added, as ``on_commit`` does.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import transaction
 from django.dispatch import Signal
@@ -20,7 +21,42 @@ from django.dispatch import Signal
 from ... import signals
 from ...models import Task
 from ..queues import queue
-from . import announcements, notify
+from . import notify
+
+
+class Announcer(Protocol):
+    """Who else hears of the service's events (a module with these three functions will
+    do): :class:`~mcp_tasks.apps.McpTasksConfig` installs :mod:`mcp_tasks.admin.events` when
+    ``django.contrib.admin`` is installed. The engine knows no admin; until then nothing
+    is heard."""
+
+    def announce(self, task_id: str, event: str) -> None: ...
+
+    def announce_on_commit(self, task_id: str, event: str) -> None: ...
+
+    def may_announce(self) -> bool: ...
+
+
+_announcer: Announcer | None = None
+
+
+def install_announcer(announcer: Announcer | None) -> None:
+    """Send the service's events to ``announcer`` from now on (None: to nobody)."""
+    global _announcer
+    _announcer = announcer
+
+
+def may_announce() -> bool:
+    """False when :func:`announce_now` surely would do nothing now (async callers skip a
+    hop to the ORM thread)."""
+    return _announcer is not None and _announcer.may_announce()
+
+
+def announce_now(task_id: str, event: str) -> None:
+    """Tell the announcer that ``task_id`` changed (``event`` names how), outside any
+    transaction: a change committed from the event loop."""
+    if _announcer is not None:
+        _announcer.announce(task_id, event)
 
 
 def after_commit(fn: Callable[[], Any], *, robust: bool = False) -> None:
@@ -51,7 +87,8 @@ def publish_by_worker(task: Task | str, status: str, final: dict[str, Any] | Non
 
 def announce(task_id: str, event: str) -> None:
     """Tell the live admin (when one is installed) that ``task_id`` changed."""
-    announcements.announce_on_commit(task_id, event)
+    if _announcer is not None:
+        _announcer.announce_on_commit(task_id, event)
 
 
 def signal(sent: Signal, **arguments: Any) -> None:

@@ -36,7 +36,7 @@ from .loop_database import LoopDatabase
 Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
 
 
-class _Columns:
+class Columns:
     """One model's concrete columns in a SELECT: their SQL and how to read them back."""
 
     def __init__(self, model: type[Model], alias: str) -> None:
@@ -73,11 +73,11 @@ class _Columns:
 
 
 @functools.lru_cache(maxsize=32)
-def _converters(columns: _Columns, alias: str) -> list[tuple[int, Any, list[Converter]]]:
+def _converters(columns: Columns, alias: str) -> list[tuple[int, Any, list[Converter]]]:
     return columns.converters(connections[alias])
 
 
-def _column(model: type[Model], name: str) -> str:
+def column_of(model: type[Model], name: str) -> str:
     return str(model._meta.get_field(name).column)  # type: ignore[union-attr]
 
 
@@ -97,18 +97,18 @@ def _cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     return connection.make_cursor(raw)  # type: ignore[arg-type]
 
 
-_TASK = _Columns(Task, "t")
-_SNAPSHOT = _Columns(TaskSnapshot, "s")
+TASK_COLUMNS = Columns(Task, "t")
+_SNAPSHOT = Columns(TaskSnapshot, "s")
 
 
 @functools.lru_cache(maxsize=8)
 def _task_with_snapshot_sql(alias: str) -> str:
     connection = connections[alias]
     quote = connection.ops.quote_name
-    task_id = quote(_column(Task, "id"))
-    snapshot_task = quote(_column(TaskSnapshot, "task"))
+    task_id = quote(column_of(Task, "id"))
+    snapshot_task = quote(column_of(TaskSnapshot, "task"))
     return (
-        f"SELECT {_TASK.sql(connection)}, {_SNAPSHOT.sql(connection)} "
+        f"SELECT {TASK_COLUMNS.sql(connection)}, {_SNAPSHOT.sql(connection)} "
         f"FROM {quote(Task._meta.db_table)} {quote('t')} "
         f"INNER JOIN {quote(TaskSnapshot._meta.db_table)} {quote('s')} "
         f"ON {quote('s')}.{snapshot_task} = {quote('t')}.{task_id} "
@@ -125,18 +125,18 @@ def _task_sql(alias: str, locked: bool) -> str:
     connection = connections[alias]
     quote = connection.ops.quote_name
     sql = (
-        f"SELECT {_TASK.sql(connection)} FROM {quote(Task._meta.db_table)} {quote('t')} "
-        f"WHERE {quote('t')}.{quote(_column(Task, 'id'))} = %s"
+        f"SELECT {TASK_COLUMNS.sql(connection)} FROM {quote(Task._meta.db_table)} {quote('t')} "
+        f"WHERE {quote('t')}.{quote(column_of(Task, 'id'))} = %s"
     )
     if locked and connection.features.has_select_for_update:
         sql += " FOR UPDATE"
     return sql
 
 
-def _owned(row: Any, connection: Any, principal_scope: str | None) -> Task | None:
+def owned(row: Any, connection: Any, principal_scope: str | None) -> Task | None:
     if row is None:
         return None
-    task: Task = _TASK.build(row, connection)
+    task: Task = TASK_COLUMNS.build(row, connection)
     if principal_scope is not None and task.principal_scope != principal_scope:
         return None
     return task
@@ -151,7 +151,7 @@ def locked_task(
     with _cursor(connection) as cursor:
         cursor.execute(_task_sql(using, True), [task_id])
         row = cursor.fetchone()
-    return _owned(row, connection, principal_scope)
+    return owned(row, connection, principal_scope)
 
 
 def task_of(task_id: str, principal_scope: str, using: str = "default") -> Task | None:
@@ -160,13 +160,13 @@ def task_of(task_id: str, principal_scope: str, using: str = "default") -> Task 
     with _cursor(connection) as cursor:
         cursor.execute(_task_sql(using, False), [task_id])
         row = cursor.fetchone()
-    return _owned(row, connection, principal_scope)
+    return owned(row, connection, principal_scope)
 
 
 async def atask_of(database: LoopDatabase, task_id: str, principal_scope: str) -> Task | None:
     """:func:`task_of`, sent from the event loop."""
     _, row = await database.fetch_one(_task_sql(database.alias, False), [task_id])
-    return _owned(row, database.wrapper, principal_scope)
+    return owned(row, database.wrapper, principal_scope)
 
 
 @dataclass(frozen=True)
@@ -185,7 +185,7 @@ def _waiting_questions_sql(alias: str) -> str:
     quote = connections[alias].ops.quote_name
 
     def column(name: str) -> str:
-        return f"{quote('q')}.{quote(_column(InputRequest, name))}"
+        return f"{quote('q')}.{quote(column_of(InputRequest, name))}"
 
     triple = f"json_build_array({column('key')}, {column('method')}, {column('params')})"
     return (
@@ -214,8 +214,8 @@ def task_with_snapshot(task_id: str, using: str = "default") -> Task | None:
 
 
 def _with_snapshot(row: Sequence[Any], connection: BaseDatabaseWrapper) -> Task:
-    width = len(_TASK.fields)
-    task: Task = _TASK.build(row[:width], connection)
+    width = len(TASK_COLUMNS.fields)
+    task: Task = TASK_COLUMNS.build(row[:width], connection)
     task.snapshot = _SNAPSHOT.build(row[width:], connection)
     return task
 
@@ -225,16 +225,16 @@ NULL_OR = "__null_or"
 
 
 def _condition(quote: Callable[[str], str], name: str) -> str:
-    column = quote(_column(Task, name.removesuffix(NULL_OR)))
+    column = quote(column_of(Task, name.removesuffix(NULL_OR)))
     if name.endswith(NULL_OR):
         return f"({column} IS NULL OR {column} = %s)"
     return f"{column} = %s"
 
 
 @functools.lru_cache(maxsize=64)
-def _update_sql(alias: str, changed: tuple[str, ...], conditions: tuple[str, ...]) -> str:
+def update_sql(alias: str, changed: tuple[str, ...], conditions: tuple[str, ...]) -> str:
     quote = connections[alias].ops.quote_name
-    assignments = ", ".join(f"{quote(_column(Task, name))} = %s" for name in changed)
+    assignments = ", ".join(f"{quote(column_of(Task, name))} = %s" for name in changed)
     where = " AND ".join(_condition(quote, name) for name in conditions)
     return f"UPDATE {quote(Task._meta.db_table)} SET {assignments} WHERE {where}"
 
@@ -245,13 +245,13 @@ def update_task(
     """Apply ``changes`` to the task row if every field in ``when`` has its value there
     (``<field>__null_or``: the value, or NULL); True when the row changed."""
     connection = connections[using]
-    params = _update_params(connection, task_id, when, changes)
+    params = update_params(connection, task_id, when, changes)
     with _cursor(connection) as cursor:
-        cursor.execute(_update_sql(using, tuple(changes), ("id", *when)), params)
+        cursor.execute(update_sql(using, tuple(changes), ("id", *when)), params)
         return bool(cursor.rowcount)
 
 
-def _update_params(
+def update_params(
     connection: BaseDatabaseWrapper, task_id: str, when: dict[str, Any], changes: dict[str, Any]
 ) -> list[Any]:
     fields = Task._meta
@@ -270,14 +270,14 @@ def _claim_sql(alias: str, changed: tuple[str, ...], conditions: tuple[str, ...]
     one statement."""
     connection = connections[alias]
     quote = connection.ops.quote_name
-    returning = ", ".join(quote(str(field.column)) for field in _TASK.fields)
-    snapshot_task = quote(_column(TaskSnapshot, "task"))
+    returning = ", ".join(quote(str(field.column)) for field in TASK_COLUMNS.fields)
+    snapshot_task = quote(column_of(TaskSnapshot, "task"))
     return (
-        f"WITH {quote('t')} AS ({_update_sql(alias, changed, conditions)} "
+        f"WITH {quote('t')} AS ({update_sql(alias, changed, conditions)} "
         f"RETURNING {returning}) "
-        f"SELECT {_TASK.sql(connection)}, {_SNAPSHOT.sql(connection)} FROM {quote('t')} "
+        f"SELECT {TASK_COLUMNS.sql(connection)}, {_SNAPSHOT.sql(connection)} FROM {quote('t')} "
         f"INNER JOIN {quote(TaskSnapshot._meta.db_table)} {quote('s')} "
-        f"ON {quote('s')}.{snapshot_task} = {quote('t')}.{quote(_column(Task, 'id'))}"
+        f"ON {quote('s')}.{snapshot_task} = {quote('t')}.{quote(column_of(Task, 'id'))}"
     )
 
 
@@ -294,7 +294,7 @@ def claim_task(
     with _cursor(connection) as cursor:
         cursor.execute(
             _claim_sql(using, tuple(changes), ("id", *when)),
-            _update_params(connection, task_id, when, changes),
+            update_params(connection, task_id, when, changes),
         )
         row = cursor.fetchone()
     return None if row is None else _with_snapshot(row, connection)
@@ -304,9 +304,9 @@ async def aupdate_task(
     database: LoopDatabase, task_id: str, when: dict[str, Any], changes: dict[str, Any]
 ) -> bool:
     """:func:`update_task`, sent from the worker's event loop."""
-    params = _update_params(database.wrapper, task_id, when, changes)
+    params = update_params(database.wrapper, task_id, when, changes)
     count, _ = await database.fetch_one(
-        _update_sql(database.alias, tuple(changes), ("id", *when)), params
+        update_sql(database.alias, tuple(changes), ("id", *when)), params
     )
     return bool(count)
 
@@ -315,7 +315,7 @@ async def aclaim_task(
     database: LoopDatabase, task_id: str, when: dict[str, Any], changes: dict[str, Any]
 ) -> Task | None:
     """:func:`claim_task` (PostgreSQL's one statement), sent from the worker's event loop."""
-    params = _update_params(database.wrapper, task_id, when, changes)
+    params = update_params(database.wrapper, task_id, when, changes)
     _, row = await database.fetch_one(
         _claim_sql(database.alias, tuple(changes), ("id", *when)), params
     )
@@ -344,7 +344,7 @@ def _active_count_sql(connection: BaseDatabaseWrapper, column: str) -> str:
     quote = connection.ops.quote_name
     return (
         f"SELECT COUNT(*) FROM (SELECT 1 FROM {quote(Task._meta.db_table)} "
-        f"WHERE {quote(_column(Task, column))} = %s AND {quote(_column(Task, 'status'))} "
+        f"WHERE {quote(column_of(Task, column))} = %s AND {quote(column_of(Task, 'status'))} "
         f"IN ({_ACTIVE_SQL}) LIMIT %s) {quote('active')}"
     )
 

@@ -4,7 +4,8 @@
   transitions of the worker running it (claim, progress, retry) and its cancel;
 - :mod:`.questions`: its questions, the one answer path (:func:`.questions.answer`, which
   records through :func:`.questions.store_answer`, as an approval's last decision does),
-  their time-outs;
+  their time-outs; :mod:`.loop_questions`: a new question and a client's answer in one
+  statement each from the event loop (PostgreSQL), when nothing else is under way;
 - :mod:`.approvals`: the decisions on an approval;
 - :mod:`.changes`: what every transition shares, and the ones that end a task;
 - :mod:`.recovery`: lost workers and jobs, queues no worker serves, expired rows;
@@ -52,6 +53,7 @@ from .lifecycle import (
     snapshot_secrets,
     stored_caller,
 )
+from .loop_questions import aanswer, aask_all
 from .questions import (
     EXPIRED,
     NotAllowed,
@@ -82,6 +84,8 @@ __all__ = [
     "NotAllowed",
     "ReplayMismatch",
     "TaskEnded",
+    "aanswer",
+    "aask_all",
     "abegin_run",
     "acomplete",
     "acreate_task",

@@ -143,16 +143,24 @@ class TaskBackend:
         first = self.sequence + 1
         self.sequence += len(questions)
         self.watch.changed.clear()  # from here on, the wake-up of an answer is kept
+        asked = [
+            (question.method, question.params, question.key, question.staff)
+            for question in questions
+        ]
+        database = self.runtime.database
         try:
-            rows = await durable(service.ask_all, "a task's questions")(
-                self.task.id,
-                first,
-                [
-                    (question.method, question.params, question.key, question.staff)
-                    for question in questions
-                ],
-                self.runtime.name,
-            )
+            if database is None:
+                rows = await durable(service.ask_all, "a task's questions")(
+                    self.task.id, first, asked, self.runtime.name
+                )
+            else:
+                rows = await persistently(
+                    lambda: service.aask_all(
+                        database, self.task.id, first, asked, self.runtime.name
+                    ),
+                    patience(),
+                    "a task's questions",
+                )
         except (service.ReplayMismatch, service.TaskEnded):
             raise
         except Exception as exc:
