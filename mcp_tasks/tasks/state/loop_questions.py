@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import secrets
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from django.db import connections, transaction
 from django.utils import timezone
 
 from ... import jsontext, signals
-from ...authoring.inputs import KEY_PREFIXES
-from ...conf import get_config
 from ...core.background import in_background
 from ...core.db import db
 from ...core.task_contract import TaskNotFound
@@ -34,7 +30,16 @@ from ...models import Audience, InputRequest, InputRequestStatus, Task, TaskStat
 from . import notify, outbox
 from .changes import expired, locked, status_changed, touch
 from .loop_database import LoopDatabase
-from .questions import Asked, after_answer, answer, ask_all, question_text, validate_answer
+from .questions import (
+    Asked,
+    after_answer,
+    answer,
+    ask_all,
+    new_question,
+    question_text,
+    suffixed_key,
+    validate_answer,
+)
 from .rows import TASK_COLUMNS, Columns, column_of, owned, update_params, update_sql
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -98,24 +103,12 @@ def _new_questions(
     if any(len(question) > 3 and question[3] is not None for question in questions):
         return None
     now = timezone.now()
-    expires_at = now + timedelta(seconds=get_config().INPUT_TIMEOUT)
     new: list[InputRequest] = []
     for offset, (method, params, key, *_) in enumerate(questions):
         params, key = jsontext.storable((params, key), f"a question of task {task_id}")
         sequence = first_sequence + offset
-        if key is None:
-            key = f"{KEY_PREFIXES.get(method, 'input')}-{sequence}-{secrets.token_hex(4)}"
-        new.append(
-            InputRequest(
-                task_id=task_id,
-                key=key[:100],
-                sequence=sequence,
-                method=method,
-                params=params,
-                created_at=now,
-                expires_at=expires_at,
-            )
-        )
+        key = key if key is not None else suffixed_key(method, sequence)
+        new.append(new_question(task_id, sequence, method, params, key, now))
     if len({request.key for request in new}) < len(new):
         return None
     return new

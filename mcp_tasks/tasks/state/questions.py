@@ -8,7 +8,7 @@ import json
 import logging
 import secrets
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -149,7 +149,6 @@ def ask_all(
         by_sequence = {request.sequence: request for request in recorded}
         used_keys = {request.key for request in recorded}
         now = timezone.now()
-        expires_at = now + timedelta(seconds=get_config().INPUT_TIMEOUT)
         round_: list[InputRequest] = []
         new: list[InputRequest] = []
         for offset, ((method, params, key), staff) in enumerate(
@@ -163,18 +162,10 @@ def ask_all(
                 continue
             if key is None or key in used_keys:
                 # Keys are unique for the task's whole life, so a repeated key gets a suffix.
-                key = (
-                    f"{key or KEY_PREFIXES.get(method, 'input')}-{sequence}-{secrets.token_hex(4)}"
-                )
-            used_keys.add(key[:100])
-            request = InputRequest(
-                task=task,
-                key=key[:100],
-                sequence=sequence,
-                method=method,
-                params=params,
-                expires_at=expires_at,
-            )
+                key = suffixed_key(method, sequence, key)
+            request = new_question(task_id, sequence, method, params, key, now)
+            request.task = task
+            used_keys.add(request.key)
             if staff is not None:
                 request.audience = Audience.STAFF
                 request.permission = staff.permission
@@ -209,6 +200,28 @@ def ask_all(
                     waiting_worker=worker_name[:255],
                 )
     return round_
+
+
+def suffixed_key(method: str, sequence: int, key: str | None = None) -> str:
+    """A question's key made unique: ``key`` (else its method's prefix), its number and
+    random hex."""
+    return f"{key or KEY_PREFIXES.get(method, 'input')}-{sequence}-{secrets.token_hex(4)}"
+
+
+def new_question(
+    task_id: str, sequence: int, method: str, params: dict[str, Any], key: str, now: datetime
+) -> InputRequest:
+    """A client's question asked ``now``, not yet saved; it times out after
+    ``INPUT_TIMEOUT``."""
+    return InputRequest(
+        task_id=task_id,
+        key=key[:100],
+        sequence=sequence,
+        method=method,
+        params=params,
+        created_at=now,
+        expires_at=now + timedelta(seconds=get_config().INPUT_TIMEOUT),
+    )
 
 
 def _check_replay(
