@@ -156,8 +156,6 @@ class Context:
         #: Which attempt this run is (``TaskConfig(retries=...)`` runs a task again): 1 first.
         self.attempt = attempt
 
-    # -- identity -------------------------------------------------------------------------
-
     @property
     def request_id(self) -> str | int | None:
         """JSON-RPC id of the request being served (None in a background task)."""
@@ -220,8 +218,6 @@ class Context:
         extensions = self.client_capabilities.get("extensions")
         return isinstance(extensions, dict) and extension_id in extensions
 
-    # -- cancellation ---------------------------------------------------------------------
-
     @property
     def is_cancelled(self) -> bool:
         """True once this task was cancelled (or timed out). Async tools get
@@ -234,8 +230,6 @@ class Context:
         """Raise ``asyncio.CancelledError`` when :attr:`is_cancelled` (sync tools)."""
         if self.is_cancelled:
             raise asyncio.CancelledError()
-
-    # -- notifications --------------------------------------------------------------------
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
@@ -280,8 +274,6 @@ class Context:
     async def send_resource_updated(self, uri: str) -> None:
         """Tell subscribed clients that the resource at ``uri`` changed."""
         await self._backend.notify("notifications/resources/updated", {"uri": str(uri)})
-
-    # -- asking the client ----------------------------------------------------------------
 
     def _require_capability(self, name: str) -> None:
         if name not in self.client_capabilities:

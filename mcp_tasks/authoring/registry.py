@@ -323,8 +323,6 @@ class MCPServer:
         self.templates: dict[str, ResourceSpec] = {}
         self.completions: dict[tuple[str, str], CompletionFn] = {}
 
-    # -- registration ---------------------------------------------------------------------
-
     @staticmethod
     def _check_unique(
         kind: str, registry: dict[Any, Any], key: Any, fn: Callable[..., Any]
@@ -541,8 +539,6 @@ class MCPServer:
             return fn
 
         return decorator
-
-    # -- lookup ---------------------------------------------------------------------------
 
     def find_resource(self, uri: str) -> tuple[ResourceSpec, dict[str, str]] | None:
         """The resource or template serving ``uri`` and the template variables."""

@@ -55,9 +55,6 @@ def check_mcp_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
     return messages
 
 
-# -- E001, E013, E014: an ASGI server and application ----------------------------------------------------
-
-
 def _check_asgi_server() -> list[CheckMessage]:
     messages: list[CheckMessage] = []
     apps = list(settings.INSTALLED_APPS)
@@ -102,9 +99,6 @@ def _check_asgi_server() -> list[CheckMessage]:
     return messages
 
 
-# -- E002: channels --------------------------------------------------------------------------
-
-
 def _check_channels() -> list[CheckMessage]:
     if worker_checks.module_available("channels"):
         return []
@@ -116,9 +110,6 @@ def _check_channels() -> list[CheckMessage]:
             id="mcp_tasks.E002",
         )
     ]
-
-
-# -- E003, E015, E016: the MCP_TASKS dict ----------------------------------------------------------------
 
 
 def _check_settings_dict() -> list[CheckMessage]:
@@ -161,8 +152,6 @@ def _settings_error(error: Any) -> CheckMessage:
         id="mcp_tasks.E015",
     )
 
-
-# -- E004, E017: the ASGI application routes the MCP path ------------------------------------------
 
 _WRAPPER_ATTRIBUTES = ("inner", "app", "application", "__wrapped__")
 
@@ -212,9 +201,6 @@ def _check_asgi_route() -> list[CheckMessage]:
             id="mcp_tasks.E004",
         )
     ]
-
-
-# -- E005 / W001: the channel layer ----------------------------------------------------------
 
 
 def _check_channel_layer() -> list[CheckMessage]:
@@ -294,9 +280,6 @@ def _check_redis_read_timeout(layer: dict[str, Any]) -> list[CheckMessage]:
     ]
 
 
-# -- W005: database connections ---------------------------------------------------------------
-
-
 def _check_database_connections() -> list[CheckMessage]:
     """W005: a PostgreSQL connection opened per ORM call costs more than the call."""
     messages: list[CheckMessage] = []
@@ -322,9 +305,6 @@ def _check_database_connections() -> list[CheckMessage]:
     return messages
 
 
-# -- W002: hosts and origins -----------------------------------------------------------------
-
-
 def _check_hosts() -> list[CheckMessage]:
     if "*" not in settings.ALLOWED_HOSTS:
         return []
@@ -337,9 +317,6 @@ def _check_hosts() -> list[CheckMessage]:
             id="mcp_tasks.W002",
         )
     ]
-
-
-# -- E006: notification mails need the site's URL ----------------------------------------------
 
 
 def _check_notifications() -> list[CheckMessage]:

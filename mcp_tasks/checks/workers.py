@@ -50,9 +50,6 @@ def _layer_backend() -> Any:
     return layer.get("BACKEND") if isinstance(layer, dict) else None
 
 
-# -- W007: workers that take task jobs -------------------------------------------------------
-
-
 def _check_worker_class() -> list[CheckMessage]:
     """Task jobs wait in mcp_tasks' fair queue, which rq's own worker classes never read."""
     rq_settings = getattr(settings, "RQ", None)
@@ -82,8 +79,6 @@ def _check_worker_class() -> list[CheckMessage]:
     ]
 
 
-# -- E011: embedded mode's packages ------------------------------------------------------------
-
 #: The modules embedded mode imports (tasks/embedded.py): an in-process Redis, and the Lua
 #: runtime its scripts (rq's, the fair queue's) run on.
 _EMBEDDED_MODULES = {"fakeredis": "fakeredis", "lupa": "lupa (fakeredis[lua])"}
@@ -105,9 +100,6 @@ def _check_embedded_packages() -> list[CheckMessage]:
     ]
 
 
-# -- W008: embedded mode's channel layer -------------------------------------------------------
-
-
 def _check_embedded_layer() -> list[CheckMessage]:
     """Channels' in-memory layer keeps asyncio queues of one event loop: the embedded
     worker's thread, on another loop, cannot use it safely."""
@@ -125,9 +117,6 @@ def _check_embedded_layer() -> list[CheckMessage]:
             id="mcp_tasks.W008",
         )
     ]
-
-
-# -- W010: worker processes and an in-process channel layer ------------------------------------
 
 
 def _check_worker_layer() -> list[CheckMessage]:
@@ -148,9 +137,6 @@ def _check_worker_layer() -> list[CheckMessage]:
             id="mcp_tasks.W010",
         )
     ]
-
-
-# -- E012: the queues tasks go to --------------------------------------------------------------
 
 
 def _check_queues() -> list[CheckMessage]:
@@ -175,9 +161,6 @@ def _check_queues() -> list[CheckMessage]:
         for name, source in wanted.items()
         if name not in known
     ]
-
-
-# -- W009: SQLite under several threads ----------------------------------------------------
 
 
 def _check_sqlite() -> list[CheckMessage]:

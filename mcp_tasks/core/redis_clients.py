@@ -112,9 +112,6 @@ def _sentinel_addresses(value: Any) -> tuple[tuple[str, int], ...] | None:
     return tuple(found)
 
 
-# -- django-rq's RQ_QUEUES --------------------------------------------------------------------
-
-
 def queue_target(name: str) -> RedisTarget:
     """The Redis of ``RQ_QUEUES[name]`` as django-rq reads it
     (``django_rq.connection_utils.get_redis_connection``)."""
@@ -205,9 +202,6 @@ def queue_async_client(name: str) -> redis.asyncio.Redis | None:
     return async_client(target)
 
 
-# -- channels_redis' hosts ----------------------------------------------------------------------
-
-
 def layer_targets(alias: str) -> list[RedisTarget]:
     """The Redis servers of ``CHANNEL_LAYERS[alias]`` as channels_redis reads its ``hosts``
     (``channels_redis.utils.decode_hosts`` and ``create_pool``); [] for a layer that is not
@@ -270,9 +264,6 @@ def layer_async_client(alias: str) -> redis.asyncio.Redis | None:
     if not targets or targets[0].problem is not None:
         return None
     return async_client(targets[0])
-
-
-# -- building -----------------------------------------------------------------------------------
 
 
 def async_client(target: RedisTarget) -> redis.asyncio.Redis:

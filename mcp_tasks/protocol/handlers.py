@@ -122,9 +122,6 @@ def _no_cursor(params: dict[str, Any]) -> None:
         raise ProtocolError(INVALID_PARAMS, "Invalid cursor")
 
 
-# -- lifecycle --------------------------------------------------------------------------
-
-
 async def server_discover(
     server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any], *, tasks: bool
 ) -> dict[str, Any]:
@@ -172,9 +169,6 @@ async def set_log_level(
     if info.session is not None:
         await info.session.set_log_level(level)
     return {}
-
-
-# -- tools ------------------------------------------------------------------------------
 
 
 async def list_tools(
@@ -317,9 +311,6 @@ def _how_it_runs(
     return "inline"
 
 
-# -- prompts ----------------------------------------------------------------------------
-
-
 def _listing(key: str, registry: Callable[[MCPServer], Mapping[str, Any]]) -> Handler:
     """A ``*/list`` handler: the entries of ``registry`` the caller may use, under ``key``
     (one page: the lists are small, and a cursor is refused)."""
@@ -395,9 +386,6 @@ async def get_prompt(
         return input_required_result(exc, backend, info, "prompts/get", name, arguments)
 
 
-# -- resources --------------------------------------------------------------------------
-
-
 list_resources = _listing("resources", lambda server: server.resources)
 list_resource_templates = _listing("resourceTemplates", lambda server: server.templates)
 
@@ -462,9 +450,6 @@ async def resource_subscription(
     return {}
 
 
-# -- completion -------------------------------------------------------------------------
-
-
 async def complete(
     server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
 ) -> dict[str, Any]:
@@ -503,9 +488,6 @@ async def complete(
     return {
         "completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}
     }
-
-
-# -- step-up authorization --------------------------------------------------------------
 
 
 async def scope_challenge(

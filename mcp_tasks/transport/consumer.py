@@ -76,8 +76,6 @@ class McpConsumer(AsyncConsumer):
         self.legacy: LegacyEndpoints | None = None
         self.admitted = False  # counted in the process's requests in progress
 
-    # -- ASGI plumbing --------------------------------------------------------------------
-
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         self.scope = scope
         stream = ResponseStream(send)
@@ -154,8 +152,6 @@ class McpConsumer(AsyncConsumer):
         if self.work is not None and not self.work.done():
             self.work.cancel()
 
-    # -- ASGI messages --------------------------------------------------------------------
-
     async def http_request(self, message: dict[str, Any]) -> None:
         if self.work is not None:
             return
@@ -175,8 +171,6 @@ class McpConsumer(AsyncConsumer):
             self.exchange.finished.set()
         # Legacy era: a closed stream is not a cancel; the call goes on, and its later
         # events are kept for a resume (GET with Last-Event-ID).
-
-    # -- channel-layer messages -----------------------------------------------------------
 
     async def mcp_reply(self, message: dict[str, Any]) -> None:
         self.exchange.sink.reply_arrived(message["key"], message.get("session"), message["message"])
@@ -206,8 +200,6 @@ class McpConsumer(AsyncConsumer):
         """An event of the stream this ``GET`` resumes."""
         if self.legacy is not None:
             await self.legacy.stream_event(message["sequence"], message["message"])
-
-    # -- the request ----------------------------------------------------------------------
 
     async def _serve(self, body: bytes) -> None:
         try:
@@ -302,8 +294,6 @@ class McpConsumer(AsyncConsumer):
             await legacy.post(message, kind, principal)
         else:
             await self._modern(message, kind, principal)
-
-    # -- modern era -----------------------------------------------------------------------
 
     async def _modern(self, message: Message, kind: str, principal: Principal) -> None:
         exchange = self.exchange

@@ -63,8 +63,6 @@ class LegacyEndpoints:
         self.exchange.stream.headers.append((b"mcp-session-id", session.id.encode()))
         return session
 
-    # -- POST -----------------------------------------------------------------------------
-
     async def post(self, message: Message, kind: str, principal: Principal) -> None:
         exchange = self.exchange
         if kind == "request" and message["method"] == "initialize":
@@ -141,8 +139,6 @@ class LegacyEndpoints:
             {"type": "mcp.stream", "sequence": sequence, "message": message},
         )
 
-    # -- GET and DELETE -------------------------------------------------------------------
-
     async def get(self, principal: Principal) -> None:
         exchange = self.exchange
         if not accepts(exchange.headers, "text/event-stream"):
@@ -185,8 +181,6 @@ class LegacyEndpoints:
         session = await self._session(principal)
         await end_cached_session(session.id, principal)
         await self.exchange.stream.plain(200, b"", [])
-
-    # -- channel-layer messages -----------------------------------------------------------
 
     async def stream_event(self, sequence: int, event: Message) -> None:
         """An event of the stream this ``GET`` resumes (``mcp.stream``)."""
