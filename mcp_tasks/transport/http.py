@@ -76,8 +76,7 @@ def _allowed_hosts() -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=256)
 def _host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
-    """Django's own check, remembered per Host value and ``ALLOWED_HOSTS`` (a request's
-    first costs a regular expression and a scan of the list; a client sends the same one)."""
+    """Django's own check, remembered per Host value and ``ALLOWED_HOSTS``."""
     domain, _port = split_domain_port(host)
     return bool(domain) and validate_host(domain, allowed)
 
@@ -91,9 +90,8 @@ def check_host(headers: dict[str, str | list[str]]) -> str:
 
 
 def request_scheme(scope: dict[str, Any], headers: dict[str, str | list[str]]) -> str:
-    """``http`` or ``https``: what the client used, as Django's ``request.is_secure()`` tells
-    it (``SECURE_PROXY_SSL_HEADER`` when the proxy sent that header, else the connection's
-    scheme; a WebSocket's ``ws``/``wss`` count as ``http``/``https``)."""
+    """``http`` or ``https`` as Django's ``request.is_secure()`` tells it (``ws``/``wss``
+    count as ``http``/``https``)."""
     proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
     if proxy:
         name, secure = proxy
@@ -168,10 +166,9 @@ def _trusted_by_csrf(origin: str) -> bool:
 
 
 class SameOriginWebSocket:
-    """Lets a WebSocket through to ``application`` when its Host is in ``ALLOWED_HOSTS`` and
-    its Origin is this server's own (scheme, host and port) or one ``CSRF_TRUSTED_ORIGINS``
-    trusts: the origins whose pages Django lets post the admin's forms. Any other socket is
-    refused before it opens: the server answers the handshake with HTTP 403."""
+    """Lets a WebSocket through when its Host is allowed and its Origin is this server's own
+    or one ``CSRF_TRUSTED_ORIGINS`` trusts (as for the admin's forms); any other is refused
+    before it opens (HTTP 403)."""
 
     def __init__(self, application: ASGIApp) -> None:
         self.application = application
@@ -203,11 +200,7 @@ def _media_types(value: str | None) -> set[str]:
 def accepts(headers: dict[str, str | list[str]], *needed: str) -> bool:
     """True when the Accept header lists every ``needed`` type (wildcards count)."""
     offered = _media_types(first(headers, "accept"))
-    for media in needed:
-        family = media.split("/", 1)[0] + "/*"
-        if not offered & {media, family, "*/*"}:
-            return False
-    return True
+    return all(offered & {media, media.split("/", 1)[0] + "/*", "*/*"} for media in needed)
 
 
 def check_content_type(headers: dict[str, str | list[str]]) -> None:

@@ -1,11 +1,6 @@
-"""The legacy era's session endpoints (protocol 2025-03-26 … 2025-11-25).
-
-``POST`` ``initialize`` opens a session (``Mcp-Session-Id``); later ``POST``\\ s carry a
-request, a notification or the client's reply to a server request; ``GET`` opens the
-session's stream (or, with ``Last-Event-ID``, resumes a closed call stream); ``DELETE``
-ends the session. A call joins no group: its process's bus (:mod:`.process_bus`) hears its
-``notifications/cancelled``.
-"""
+"""The legacy era's session endpoints (2025-03-26 … 2025-11-25): ``POST`` (``initialize``
+opens a session), ``GET`` (the session's stream, or a resume with ``Last-Event-ID``) and
+``DELETE``. A call's cancel comes through its process's bus (:mod:`.process_bus`)."""
 
 from __future__ import annotations
 
@@ -30,9 +25,8 @@ from .session_cache import cached_session, end_cached_session
 #: Seconds a session's GET stream leaves a task's new questions to a ``tasks/result`` stream.
 GET_STREAM_RELAY_GRACE = 1.0
 
-#: Stream ids (2025-11-25 resumable streams): a random prefix per process, then a counter.
-#: A resume also names the session, so the id needs to be unique, not secret; this spares
-#: each legacy call a read of the system's random source.
+#: Resumable stream ids: a random prefix per process, then a counter (a resume also names
+#: the session, so the id needs to be unique, not secret).
 _STREAM_PREFIX = secrets.token_hex(8)
 _stream_numbers = itertools.count(1)
 
@@ -213,9 +207,8 @@ class LegacyEndpoints:
             )
 
     async def _relay_later(self, task_id: str) -> None:
-        """Questions of a task go out on its ``tasks/result`` stream when the client waits in
-        one; after a short grace, on the session's GET stream instead (clients that only poll
-        ``tasks/get``, like FastMCP 3, answer there)."""
+        """After a grace left to a ``tasks/result`` stream, relay a task's questions on the
+        session's GET stream (clients that only poll ``tasks/get``, like FastMCP 3)."""
         await asyncio.sleep(GET_STREAM_RELAY_GRACE)
         self.relayed.pop(f"later:{task_id}", None)
         assert self.session_stream is not None
