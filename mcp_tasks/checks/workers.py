@@ -4,7 +4,6 @@ SQLite under several threads). Called from :func:`mcp_tasks.checks.check_mcp_tas
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +13,7 @@ from django.utils.module_loading import import_string
 
 from ..authoring.registry import mcp
 from ..conf import get_config
+from ..core import module_available as module_available  # tests patch it here
 from ..core.db import SQLITE_OPTIONS as _SQLITE_OPTIONS
 from ..tasks.worker.task_worker import takes_task_jobs
 
@@ -34,14 +34,6 @@ def check_workers() -> list[CheckMessage]:
         messages += _check_queues()
     messages += _check_sqlite()
     return messages
-
-
-def module_available(name: str) -> bool:
-    """Whether ``name`` can be imported (without importing it)."""
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def _layer_backend() -> Any:
