@@ -76,10 +76,6 @@ class Principal:
     access_token: AccessToken | None = None
     user: Any = None
 
-    @property
-    def is_anonymous(self) -> bool:
-        return self.access_token is None and self.user is None
-
 
 ANONYMOUS = Principal(scope="anonymous")
 
