@@ -1,9 +1,5 @@
-"""``Context``: what a tool sees of its caller, in a plain call and in a background task.
-
-A ``Context`` reaches the outside world only through a :class:`ContextBackend`, which each
-caller supplies (the request path, or the task worker). It imports neither the transport
-nor the task engine.
-"""
+"""``Context``: what a tool sees of its caller, in a plain call or a background task,
+reaching out only through the :class:`ContextBackend` its caller supplies."""
 
 from __future__ import annotations
 

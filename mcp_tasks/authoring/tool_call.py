@@ -1,7 +1,5 @@
-"""Calling registered functions and turning tool returns into ``CallToolResult`` dicts.
-
-Shared by plain calls (the protocol layer) and background tasks (the worker).
-"""
+"""Calling registered functions and turning tool returns into ``CallToolResult`` dicts, for
+plain calls and background tasks."""
 
 from __future__ import annotations
 

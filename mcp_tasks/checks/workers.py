@@ -1,6 +1,5 @@
 """System checks of what runs background tasks: the worker class, the queues, embedded
-mode's packages, and the settings a worker needs beside the ASGI process (its channel layer,
-SQLite under several threads). Called from :func:`mcp_tasks.checks.check_mcp_tasks`."""
+mode's packages, the channel layer and SQLite a worker shares."""
 
 from __future__ import annotations
 
@@ -131,14 +130,19 @@ def _check_worker_layer() -> list[CheckMessage]:
     ]
 
 
-def _check_queues() -> list[CheckMessage]:
-    """Every queue a task can go to is in ``RQ_QUEUES``."""
-    queues = getattr(settings, "RQ_QUEUES", None)
-    known = set(queues) if isinstance(queues, dict) else set()
+def task_queues() -> dict[str, str]:
+    """Every queue a task can go to (``TASK_QUEUE`` first), with the setting that names it."""
     wanted = {get_config().TASK_QUEUE: "MCP_TASKS['TASK_QUEUE']"}
     for tool in mcp.tools.values():
         if tool.task.mode != "forbidden" and tool.task.queue:
             wanted.setdefault(tool.task.queue, f"tool {tool.name!r}'s TaskConfig(queue=...)")
+    return wanted
+
+
+def _check_queues() -> list[CheckMessage]:
+    """Every queue a task can go to is in ``RQ_QUEUES``."""
+    queues = getattr(settings, "RQ_QUEUES", None)
+    known = set(queues) if isinstance(queues, dict) else set()
     return [
         Error(
             f"RQ_QUEUES has no {name!r} queue, which {source} names: its tasks could not be "
@@ -150,15 +154,14 @@ def _check_queues() -> list[CheckMessage]:
             ),
             id="mcp_tasks.E012",
         )
-        for name, source in wanted.items()
+        for name, source in task_queues().items()
         if name not in known
     ]
 
 
 def _check_sqlite() -> list[CheckMessage]:
-    """A SQLite file that task workers (threads or processes) share with the ASGI server
-    needs to wait for locks, take the write lock up front, and let readers run beside a
-    writer; without it, writes fail with 'database is locked' or wait seconds."""
+    """W009: a SQLite file workers share needs to wait for locks, take the write lock up
+    front and let readers run beside a writer."""
     database = settings.DATABASES.get("default", {})
     if database.get("ENGINE") != "django.db.backends.sqlite3" or _in_memory(database):
         return []
