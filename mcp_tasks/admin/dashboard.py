@@ -320,23 +320,19 @@ def _percentile(
     return values[0] + (values[1] - values[0]) * (rank - low)
 
 
-def _question_ended() -> Any:
-    """When a question stopped waiting: answered or timed out (``answered_at``), closed with
-    its task (the task's ``finished_at``); NULL while it waits (or for a withdrawn one)."""
-    return Case(
-        When(status=InputRequestStatus.PENDING, then=Value(None)),
-        default=Coalesce("answered_at", "task__finished_at"),
-        output_field=DateTimeField(),
-    )
-
-
 def waiting_questions(
     times: Sequence[dt.datetime], start: dt.datetime
 ) -> list[tuple[dt.datetime, int]]:
     """How many questions waited at each of ``times``: one query, one count per time."""
     if not times:
         return []
-    questions = InputRequest.objects.annotate(ended=_question_ended()).filter(
+    # When a question stopped waiting: answered or timed out, else with its task's end.
+    ended = Case(
+        When(status=InputRequestStatus.PENDING, then=Value(None)),
+        default=Coalesce("answered_at", "task__finished_at"),
+        output_field=DateTimeField(),
+    )
+    questions = InputRequest.objects.annotate(ended=ended).filter(
         Q(status=InputRequestStatus.PENDING) | Q(ended__gt=start), created_at__lte=max(times)
     )
     waiting = {
@@ -422,17 +418,14 @@ def _labels(shown: Figures) -> list[str | None]:
     ]
 
 
-def _span(bucket: Bucket) -> str:
-    return f"{_local(bucket.start, '%a %H:%M')} to {_local(bucket.end, '%H:%M')}"
-
-
 def status_chart(shown: Figures) -> charts.Chart:
     """Tasks per bucket, stacked by status."""
     labels = dict(TaskStatus.choices)
     titles = []
     for bucket in shown.buckets:
         parts = [f"{bucket.counts[s]} {labels[s].lower()}" for s in STATUSES if bucket.counts[s]]
-        titles.append(f"{_span(bucket)}: {', '.join(parts) or 'no tasks'}")
+        span = f"{_local(bucket.start, '%a %H:%M')} to {_local(bucket.end, '%H:%M')}"
+        titles.append(f"{span}: {', '.join(parts) or 'no tasks'}")
     stacks = [[(f"mcp-s-{s}", b.counts[s]) for s in STATUSES] for b in shown.buckets]
     return charts.stacked_bars(stacks, titles, _labels(shown))
 

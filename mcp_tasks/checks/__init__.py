@@ -238,12 +238,7 @@ def _check_channel_layer() -> list[CheckMessage]:
         ]
     if layer.get("BACKEND") != _CORE_REDIS_LAYER:
         return []
-    return [_core_layer_warning(), *_check_redis_read_timeout(layer)]
-
-
-def _core_layer_warning() -> CheckMessage:
-    """W004: RedisChannelLayer can lose a message when a request's read is cancelled."""
-    return CheckWarning(
+    core_layer = CheckWarning(
         "channels_redis' RedisChannelLayer pops the messages of all consumers of a process "
         "from one Redis key; when a request ends while its read holds that key, a message "
         "just popped for another consumer is lost (django/channels_redis#366): under load, "
@@ -254,6 +249,7 @@ def _core_layer_warning() -> CheckMessage:
         ),
         id="mcp_tasks.W004",
     )
+    return [core_layer, *_check_redis_read_timeout(layer)]
 
 
 def _check_redis_read_timeout(layer: dict[str, Any]) -> list[CheckMessage]:

@@ -257,15 +257,12 @@ def async_client(target: RedisTarget) -> redis.asyncio.Redis:
         client: redis.asyncio.Redis = sentinel.master_for(target.master_name, **kwargs)
         return client
     if target.url is not None:
-        return redis.asyncio.Redis.from_url(target.url, **_without_none(kwargs, "db"))
+        if kwargs.get("db") is None:  # from_url keeps the URL's then
+            kwargs.pop("db", None)
+        return redis.asyncio.Redis.from_url(target.url, **kwargs)
     if target.pool_kwargs:
         return redis.asyncio.Redis(connection_pool=redis.asyncio.ConnectionPool(**kwargs))
     return redis.asyncio.Redis(**kwargs)
-
-
-def _without_none(kwargs: dict[str, Any], *names: str) -> dict[str, Any]:
-    """``kwargs`` less the ``names`` whose value is None (from_url keeps the URL's then)."""
-    return {key: value for key, value in kwargs.items() if not (key in names and value is None)}
 
 
 #: Errors of a Redis unreachable for now (restarting, failing over; ``READONLY``: a master

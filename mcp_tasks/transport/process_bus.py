@@ -37,11 +37,6 @@ PROCESSES = "mcp_tasks.processes"
 ECHO_TIMEOUT = 2.0
 
 
-def layer_redis() -> aioredis.Redis | None:
-    """A client of the channel layer's first Redis, when the layer is channels_redis'."""
-    return redis_clients.layer_async_client(get_config().CHANNEL_LAYER)
-
-
 def _cachers_key(session_id: str) -> str:
     return f"mcp_tasks:session-cachers:{groups.session_group(session_id)}"
 
@@ -54,7 +49,9 @@ class ProcessBus(LayerListener):
     def __init__(self, layer: Any, redis: aioredis.Redis | bool | None = True) -> None:
         """``redis``: where the lists of cachers live (True: the layer's Redis, if any)."""
         super().__init__(layer)
-        self.redis = layer_redis() if redis is True else redis or None
+        if redis is True:
+            redis = redis_clients.layer_async_client(get_config().CHANNEL_LAYER)
+        self.redis = redis or None
         self.calls: dict[str, set[Callable[[], None]]] = {}  # call key → how to cancel it
         #: Sessions this process loaded lately: id → (when, session, listed as a cacher).
         self.sessions: dict[str, tuple[float, StoredSession, bool]] = {}
