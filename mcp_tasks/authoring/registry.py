@@ -1,13 +1,10 @@
-"""The registry of tools, prompts, resources and completions, and the ``@mcp`` decorators.
-
-Authoring code registers with the module-level :data:`mcp` from an app's ``ready()``::
+"""The registry of tools, prompts, resources and completions, and the ``@mcp`` decorators
+(knowing nothing of HTTP, Channels or rq). Authoring code registers with :data:`mcp`::
 
     from mcp_tasks import mcp, Context
 
     @mcp.tool(task=True)
     async def build_report(quarter: str, ctx: Context) -> str: ...
-
-This module knows nothing about HTTP, Channels or rq.
 """
 
 from __future__ import annotations
@@ -234,13 +231,11 @@ class PromptSpec:
     def _argument_list(self) -> list[dict[str, Any]]:
         schema = self.metadata.arg_model.model_json_schema(by_alias=True)
         required = set(schema.get("required", []))
-        out = []
-        for name, prop in schema.get("properties", {}).items():
-            argument: dict[str, Any] = {"name": name, "required": name in required}
-            if prop.get("description"):
-                argument["description"] = prop["description"]
-            out.append(argument)
-        return out
+        return [
+            {"name": name, "required": name in required}
+            | ({"description": prop["description"]} if prop.get("description") else {})
+            for name, prop in schema.get("properties", {}).items()
+        ]
 
     def arguments(self) -> list[dict[str, Any]]:
         """The prompt's arguments as ``prompts/list`` shows them."""
@@ -495,16 +490,11 @@ class MCPServer:
                     f"resource {uri!r}: the URI variables {sorted(variables)} must match the "
                     f"parameters of {fn.__qualname__} {sorted(params)}"
                 )
-            pattern = None
-            if variables:
-                regex = ""
-                for literal, var in zip(
-                    _TEMPLATE_VAR.split(uri)[0::2], [*variables, None], strict=True
-                ):
-                    regex += re.escape(literal)
-                    if var:
-                        regex += f"(?P<{var}>[^/?#]+)"
-                pattern = re.compile(regex)
+            parts = _TEMPLATE_VAR.split(uri)  # literals and variable names, in turn
+            regex = "".join(
+                f"(?P<{part}>[^/?#]+)" if i % 2 else re.escape(part) for i, part in enumerate(parts)
+            )
+            pattern = re.compile(regex) if variables else None
             registry = self.templates if variables else self.resources
             self._check_unique("resource", registry, uri, fn)
             registry[uri] = ResourceSpec(

@@ -182,9 +182,7 @@ def legacy_request_info(
         client_capabilities=client_capabilities,
         client_info=session.client_info if session else {},
         log_level=session.log_level if session else None,
-        progress_token=token
-        if isinstance(token, str | int) and not isinstance(token, bool)
-        else None,
+        progress_token=token if _valid_id(token) else None,
         headers=headers,
         session=session,
         lifespan_context=lifespan_context,
