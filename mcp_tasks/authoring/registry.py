@@ -150,6 +150,15 @@ def _check_concurrency_key(tool: ToolSpec) -> None:
         )
 
 
+def _listed(out: dict[str, Any], **optional: Any) -> dict[str, Any]:
+    """A listing's ``out`` with its ``optional`` fields that are not None, in order."""
+    return out | {key: value for key, value in optional.items() if value is not None}
+
+
+def _icons(icons: list[types.Icon] | None) -> list[dict[str, Any]] | None:
+    return [wire_dict(icon) for icon in icons] if icons else None
+
+
 def _description(fn: Callable[..., Any], description: str | None) -> str:
     return description if description is not None else inspect.cleandoc(fn.__doc__ or "")
 
@@ -192,24 +201,15 @@ class ToolSpec:
 
     def definition(self, *, task_support: bool = False) -> dict[str, Any]:
         """The tool as listed by ``tools/list``."""
-        out: dict[str, Any] = {
-            "name": self.name,
-            "description": self.description,
-            "inputSchema": self.input_schema,
-        }
-        if self.title:
-            out["title"] = self.title
-        if self.metadata.output_schema is not None:
-            out["outputSchema"] = self.metadata.output_schema
-        if self.annotations is not None:
-            out["annotations"] = wire_dict(self.annotations)
-        if self.icons:
-            out["icons"] = [wire_dict(icon) for icon in self.icons]
-        if self.meta:
-            out["_meta"] = self.meta
-        if task_support:
-            out["execution"] = {"taskSupport": self.task.mode}
-        return out
+        return _listed(
+            {"name": self.name, "description": self.description, "inputSchema": self.input_schema},
+            title=self.title or None,
+            outputSchema=self.metadata.output_schema,
+            annotations=None if self.annotations is None else wire_dict(self.annotations),
+            icons=_icons(self.icons),
+            _meta=self.meta or None,
+            execution={"taskSupport": self.task.mode} if task_support else None,
+        )
 
 
 @dataclass
@@ -242,16 +242,13 @@ class PromptSpec:
         return [dict(argument) for argument in self._argument_list]
 
     def definition(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "arguments": self.arguments()}
-        if self.description:
-            out["description"] = self.description
-        if self.title:
-            out["title"] = self.title
-        if self.icons:
-            out["icons"] = [wire_dict(icon) for icon in self.icons]
-        if self.meta:
-            out["_meta"] = self.meta
-        return out
+        return _listed(
+            {"name": self.name, "arguments": self.arguments()},
+            description=self.description or None,
+            title=self.title or None,
+            icons=_icons(self.icons),
+            _meta=self.meta or None,
+        )
 
 
 _TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -288,21 +285,15 @@ class ResourceSpec:
         return found.groupdict() if found else None
 
     def definition(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name}
-        out["uriTemplate" if self.is_template else "uri"] = self.uri
-        if self.description:
-            out["description"] = self.description
-        if self.title:
-            out["title"] = self.title
-        if self.mime_type:
-            out["mimeType"] = self.mime_type
-        if self.icons:
-            out["icons"] = [wire_dict(icon) for icon in self.icons]
-        if self.annotations is not None:
-            out["annotations"] = wire_dict(self.annotations)
-        if self.meta:
-            out["_meta"] = self.meta
-        return out
+        return _listed(
+            {"name": self.name, "uriTemplate" if self.is_template else "uri": self.uri},
+            description=self.description or None,
+            title=self.title or None,
+            mimeType=self.mime_type or None,
+            icons=_icons(self.icons),
+            annotations=None if self.annotations is None else wire_dict(self.annotations),
+            _meta=self.meta or None,
+        )
 
 
 CompletionFn = Callable[..., Any]

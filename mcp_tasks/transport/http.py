@@ -67,7 +67,8 @@ def declares_more_than(headers: dict[str, str | list[str]], limit: int) -> bool:
     return len(declared) > 18 or int(declared) > limit
 
 
-def _allowed_hosts() -> tuple[str, ...]:
+def allowed_hosts() -> tuple[str, ...]:
+    """``ALLOWED_HOSTS``, or Django's defaults under ``DEBUG`` when it is empty."""
     hosts = tuple(settings.ALLOWED_HOSTS)
     if settings.DEBUG and not hosts:
         hosts = (".localhost", "127.0.0.1", "[::1]")
@@ -84,7 +85,7 @@ def _host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
 def check_host(headers: dict[str, str | list[str]]) -> str:
     """Return the Host header if it is in ``ALLOWED_HOSTS`` (DNS-rebinding protection)."""
     host = first(headers, "host") or ""
-    if not _host_allowed(host, _allowed_hosts()):
+    if not _host_allowed(host, allowed_hosts()):
         raise HttpError(421, f"Invalid Host header {host!r}: add it to ALLOWED_HOSTS")
     return host
 
@@ -185,7 +186,7 @@ class SameOriginWebSocket:
     def allows(scope: dict[str, Any]) -> bool:
         headers = header_map(scope)
         host, origin = first(headers, "host") or "", first(headers, "origin")
-        if origin is None or not _host_allowed(host, _allowed_hosts()):
+        if origin is None or not _host_allowed(host, allowed_hosts()):
             return False
         scheme = request_scheme(scope, headers)
         return same_origin(origin, scheme, host) or _trusted_by_csrf(origin)
