@@ -1,8 +1,7 @@
 """The ``MCP_TASKS`` settings: one typed, frozen object, :class:`McpTasksSettings`, validated
 over the defaults by :func:`get_config` once per ``setting_changed``. Each field carries its
 default and the documentation the docs' settings table is written from; the system checks
-report validation errors (E003 an unknown key, E015 a wrong value).
-"""
+report validation errors (E003 an unknown key, E015 a wrong value)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 the database alone: tasks per bucket by status, p50/p95 of run time and queue wait (on
 PostgreSQL ``percentile_cont``; elsewhere the rows around each rank, interpolated the same
 way), questions waiting at each bucket's end, and the tools that fail most. Buckets are
-aligned in UTC and labelled in the user's time zone.
-"""
+aligned in UTC and labelled in the user's time zone."""
 
 from __future__ import annotations
 

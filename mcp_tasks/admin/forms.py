@@ -184,8 +184,7 @@ def field_for(
     """The form field for one property of a ``requestedSchema``.
 
     ``only``: the property is the schema's single one (a scalar question, asked as
-    ``value``), so an untitled one is labelled "Answer" ("Yes" for a checkbox).
-    """
+    ``value``), so an untitled one is labelled "Answer" ("Yes" for a checkbox)."""
     if prop.get("title"):
         label = prop["title"]
     elif only and name == "value":

@@ -3,8 +3,7 @@ are refused: HTTP 403). It forwards events, never rows: ``{"event", "task_id"}``
 :data:`~mcp_tasks.core.groups.ADMIN` group, and ``task_changed`` for the tasks the page
 watches (``{"watch": [ids]}``); the page then fetches itself through the admin's views.
 While open it keeps the page marked (:mod:`.watchers`) and, once every process saw the
-mark, sends ``{"event": "ready"}`` so the page fetches what changed before.
-"""
+mark, sends ``{"event": "ready"}`` so the page fetches what changed before."""
 
 from __future__ import annotations
 

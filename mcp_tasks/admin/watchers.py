@@ -2,8 +2,7 @@
 publish to nobody still costs a Redis round trip per task change). An open page's consumer
 keeps a mark in the task queue's Redis, renewed every :data:`RENEW_EVERY` s and expiring
 :data:`MARK_LASTS` s later; processes read it at most every :data:`CHECK_EVERY` s, and
-publish when Redis cannot say.
-"""
+publish when Redis cannot say."""
 
 from __future__ import annotations
 

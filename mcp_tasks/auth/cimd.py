@@ -1,8 +1,7 @@
 """A fetcher of Client ID Metadata Documents whose whole fetch ends at a deadline
 (``OAUTH2_PROVIDER["CIMD_METADATA_FETCHER"]``). django-oauth-toolkit 3.4's own gives its
 timeout to each socket operation, so a document served a byte at a time holds a sign-in
-for its size times it; this one keeps DOT's rules and gives the whole fetch one deadline.
-"""
+for its size times it; this one keeps DOT's rules and gives the whole fetch one deadline."""
 
 from __future__ import annotations
 

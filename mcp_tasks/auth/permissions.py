@@ -1,8 +1,7 @@
 """Who may use a tool, prompt or resource (``@mcp.tool(permissions=[...], scopes=[...])``):
 Django permissions the principal's user must hold (none without a user), and OAuth scopes a
 bearer token must carry (a session user without a token is not limited by scopes). The
-request path caches answers for ``PERMISSION_CACHE_TTL`` s; the worker asks before each job.
-"""
+request path caches answers for ``PERMISSION_CACHE_TTL`` s; the worker asks before each job."""
 
 from __future__ import annotations
 

@@ -49,8 +49,7 @@ class Approval:
     ``editable``: arguments the operator may change before approving (validated against
     the tool's input schema). ``approvers``: how many different users must approve (2:
     four eyes). ``timeout``: seconds without a decision before the task ends as rejected
-    (None: ``INPUT_TIMEOUT``).
-    """
+    (None: ``INPUT_TIMEOUT``)."""
 
     summary: str
     permission: str = DEFAULT_PERMISSION

@@ -105,8 +105,7 @@ class Context:
     """The caller's context, injected into a tool parameter annotated ``ctx: Context``.
 
     The same class serves plain calls and background tasks; in a task, the fields are
-    restored from the snapshot taken when the task was created.
-    """
+    restored from the snapshot taken when the task was created."""
 
     def __init__(
         self,
@@ -282,8 +281,7 @@ class Context:
 
         Answers: ``ElicitInput`` → Accepted/Declined/CancelledElicitation, ``SampleInput`` →
         ``CreateMessageResult``, ``RootsInput`` → ``list[Root]``. The keys are the request
-        keys on the wire (``inputRequests``), so keep them stable across rounds.
-        """
+        keys on the wire (``inputRequests``), so keep them stable across rounds."""
         for item in inputs.values():
             self._require_capability(item.capability)
         questions = [item.question(key) for key, item in inputs.items()]
@@ -317,8 +315,7 @@ class Context:
         list of Enum/Literal values (multi-select), a pydantic model, a dataclass, a
         TypedDict, or None for a bare confirmation. Returns ``AcceptedElicitation(data=…)``,
         ``DeclinedElicitation()`` or ``CancelledElicitation()``. ``key`` names the request
-        on the wire (default: chosen by the server).
-        """
+        on the wire (default: chosen by the server)."""
         result: ElicitationResult = await self._ask_one(ElicitInput(message, response_type), key)
         return result
 
@@ -339,8 +336,7 @@ class Context:
         ``schema``: a response type as for :meth:`elicit`, or a flat ``requestedSchema``
         dict (accepted data is then the content dict). ``timeout``: seconds before the
         question times out (``CancelledElicitation``; None: ``INPUT_TIMEOUT``). Background
-        tasks only (``TaskConfig(mode="required")``): a plain call has no one to wait for.
-        """
+        tasks only (``TaskConfig(mode="required")``): a plain call has no one to wait for."""
         if self._task_id is None:
             raise ToolError(
                 "ctx.ask_staff needs a background task: declare the tool with "

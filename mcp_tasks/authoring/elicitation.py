@@ -138,10 +138,8 @@ class ElicitationSpec:
     wrapped: bool
 
     def parse(self, result: dict[str, Any]) -> ElicitationResult:
-        """Turn an ``ElicitResult`` dict into an Accepted/Declined/Cancelled value.
-
-        Raises ``ValueError`` when accepted content does not fit the response type.
-        """
+        """An ``ElicitResult`` dict as an Accepted/Declined/Cancelled value; ``ValueError``
+        when accepted content does not fit the response type."""
         action = result.get("action")
         if action == "decline":
             return DeclinedElicitation()

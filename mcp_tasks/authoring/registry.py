@@ -52,8 +52,7 @@ class TaskConfig:
     waits for the task before it answers with a handle (None: ``INLINE_WINDOW``; 0: a
     handle at once). ``for_all_clients``: whether such a client's call runs as a task with a
     handle (None: ``TASKS_FOR_ALL_CLIENTS``; False: as without it, an ``optional`` tool
-    inline and a ``required`` one refused with ``-32021``).
-    """
+    inline and a ``required`` one refused with ``-32021``)."""
 
     mode: TaskMode = "optional"
     ttl: float | None = None
@@ -360,8 +359,7 @@ class MCPServer:
         ``input_schema`` replaces the schema derived from the type hints: it is advertised as
         written and arguments are validated against it (JSON Schema 2020-12), then passed to
         the function as keyword arguments. ``permissions`` (Django, for users) and ``scopes``
-        (OAuth, for bearer tokens) restrict who sees and calls it.
-        """
+        (OAuth, for bearer tokens) restrict who sees and calls it."""
         if callable(name):
             raise TypeError("use @mcp.tool() with parentheses")
 

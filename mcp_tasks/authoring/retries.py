@@ -26,8 +26,7 @@ class Retry:
 
     ``attempts``: runs in all, the first included. ``delay``: seconds before the second;
     each later one waits ``backoff`` times longer, at most ``max_delay``. ``on``: the
-    exception classes that count as transient (``RetryTask`` always does).
-    """
+    exception classes that count as transient (``RetryTask`` always does)."""
 
     attempts: int = 3
     delay: float = 1.0

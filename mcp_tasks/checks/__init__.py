@@ -1,7 +1,4 @@
-"""Django system checks for mcp_tasks (``manage.py check``).
-
-Every message has a stable id (``mcp_tasks.E001`` …) and a hint that says what to do next.
-"""
+"""Django system checks for mcp_tasks: each message has a stable id and a hint."""
 
 from __future__ import annotations
 

@@ -9,8 +9,7 @@ catches up. Linux only (elsewhere every connection is served)::
 
     uvicorn project.asgi:application --http mcp_tasks.contrib.uvicorn_http:HttpToolsProtocol
 
-(``H11Protocol`` for uvicorn's pure-Python parser.)
-"""
+(``H11Protocol`` for uvicorn's pure-Python parser.)"""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 connection hygiene of Channels' ``database_sync_to_async`` (each call is a "request" to
 Django's connection handling). ``CONN_HEALTH_CHECKS`` pings only a connection idle for
 :data:`IDLE_CHECK_AFTER` s, and one its server closed is replaced before the call
-(:func:`quiet`), so a database restart costs no call its answer.
-"""
+(:func:`quiet`), so a database restart costs no call its answer."""
 
 from __future__ import annotations
 

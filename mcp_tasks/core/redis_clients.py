@@ -5,8 +5,7 @@ django-rq's own, :func:`queue_client`; their async twins are built here,
 :func:`layer_async_client`). Sentinel clients follow a failover on their own; async clients
 retry a command (:data:`RETRIES`) and callers that wait ride out longer outages
 (:func:`riding_out`). ``*_target(s)`` describe the settings without connecting (checks
-E019, W016).
-"""
+E019, W016)."""
 
 from __future__ import annotations
 

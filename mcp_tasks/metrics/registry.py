@@ -1,6 +1,5 @@
 """The ``mcp_tasks_*`` metrics. With ``PROMETHEUS_MULTIPROC_DIR`` set (before
-``prometheus_client`` is imported) a scrape adds up every process's; else each serves its own.
-"""
+``prometheus_client`` is imported) a scrape adds up every process's; else each serves its own."""
 
 from __future__ import annotations
 

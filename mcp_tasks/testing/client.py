@@ -43,8 +43,7 @@ class McpClient:
 
     Every method has an async twin (``a…``; ``TaskRun.await_done`` for ``wait``), whose
     callbacks may be async. In-process, the sync methods run the application on an event
-    loop of their own, so they cannot be called from async code.
-    """
+    loop of their own, so they cannot be called from async code."""
 
     def __init__(
         self,

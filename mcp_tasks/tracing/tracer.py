@@ -1,8 +1,7 @@
 """The spans, on OpenTelemetry's API, named after its semantic conventions for MCP
 (``docs/gen-ai/mcp.md``): a request's server span ``{mcp.method.name} {target}`` with the
 ``mcp.*``, ``jsonrpc.*`` and ``gen_ai.*`` attributes; errors set ``error.type`` (a
-JSON-RPC code, or ``tool_error``). Task spans carry ``mcp_tasks.*`` attributes.
-"""
+JSON-RPC code, or ``tool_error``). Task spans carry ``mcp_tasks.*`` attributes."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ it reads the row; a changing process commits, reads the set and answers its clie
 once each cacher acknowledged (or after :data:`ECHO_TIMEOUT`), so a listed copy is trusted
 without a round trip. An unlisted copy is trusted only after :meth:`ProcessBus.caught_up`,
 an echo through the same connection that comes back behind every earlier message. Changes
-lost while Redis restarts are bounded by ``SESSION_CACHE_TTL``.
-"""
+lost while Redis restarts are bounded by ``SESSION_CACHE_TTL``."""
 
 from __future__ import annotations
 

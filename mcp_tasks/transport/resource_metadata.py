@@ -1,7 +1,6 @@
 """OAuth 2.0 Protected Resource Metadata (RFC 9728) at ``/.well-known/oauth-protected-resource``
 (and its MCP-path-suffixed form) once ``AUTHORIZATION_SERVERS`` names an issuer. URLs come
-from the request unless ``RESOURCE`` / ``RESOURCE_METADATA_URL`` say otherwise.
-"""
+from the request unless ``RESOURCE`` / ``RESOURCE_METADATA_URL`` say otherwise."""
 
 from __future__ import annotations
 

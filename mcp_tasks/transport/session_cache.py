@@ -1,7 +1,6 @@
 """Legacy sessions read once per process, then kept for ``SESSION_CACHE_TTL`` s. Their only
 changes (log level, end) drop them from every cache through the process bus before they
-are answered (:mod:`.process_bus`); the TTL bounds a lost change.
-"""
+are answered (:mod:`.process_bus`); the TTL bounds a lost change."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Hearing task changes for the requests of a process that wait on them, through one
 channel per process (not one per request: pub/sub subscriptions cost Redis trips). The
 channel joins a task's shard group (:func:`~mcp_tasks.core.groups.task_shard_group`) and
-stays, so later waits cost no layer call; changes of unwatched tasks are dropped.
-"""
+stays, so later waits cost no layer call; changes of unwatched tasks are dropped."""
 
 from __future__ import annotations
 

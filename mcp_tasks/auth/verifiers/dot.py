@@ -2,8 +2,7 @@
 (``mcp_tasks.auth.verifiers.dot.verify``): the token's user is the principal; expired,
 revoked or inactive users' tokens are refused, and so, with a reason, is one issued for no
 RFC 8707 ``resource`` (the site's other APIs' tokens are not for this server). Verified
-tokens are kept ``TOKEN_CACHE_TTL`` s, so a revocation takes at most that long.
-"""
+tokens are kept ``TOKEN_CACHE_TTL`` s, so a revocation takes at most that long."""
 
 from __future__ import annotations
 

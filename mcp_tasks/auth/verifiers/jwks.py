@@ -2,8 +2,7 @@
 (``mcp_tasks.auth.verifiers.jwks.verify``; ``JWT_ISSUER``, ``JWT_JWKS_URL``,
 ``JWT_ALGORITHMS``): checks the signature, ``iss``, ``exp`` and that ``aud`` is present
 (the transport matches it to ``RESOURCE``). Scopes from ``scope`` or ``scp``, the client
-from ``client_id`` or ``azp``; no Django user.
-"""
+from ``client_id`` or ``azp``; no Django user."""
 
 from __future__ import annotations
 
