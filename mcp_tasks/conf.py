@@ -1,12 +1,7 @@
-"""The ``MCP_TASKS`` settings: one typed, frozen object, :class:`McpTasksSettings`.
-
-A site sets the keys it changes in ``settings.MCP_TASKS``; :func:`get_config` validates them
-over the defaults once and keeps the result until Django's ``setting_changed`` signal says
-``MCP_TASKS`` changed (``override_settings`` works in tests). Each field carries its default
-and its documentation; the system checks report the validation errors (``mcp_tasks.E003``
-for an unknown key, ``mcp_tasks.E015`` for a wrong value), and the docs' settings table is
-written from the same fields.
-"""
+"""The ``MCP_TASKS`` settings: one typed, frozen object, :class:`McpTasksSettings`, validated
+over the defaults by :func:`get_config` once per ``setting_changed``. Each field carries its
+default and the documentation the docs' settings table is written from; the system checks
+report validation errors (E003 an unknown key, E015 a wrong value)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The operator UI: the task admin, its Answer page and its live pages.
-
-Importing the package registers the ModelAdmins (Django's admin autodiscovery imports
-``mcp_tasks.admin``), and hides django-rq's admin entry in embedded mode."""
+"""The operator UI. Importing it (admin autodiscovery) registers the ModelAdmins and hides
+django-rq's admin entry in embedded mode."""
 
 from . import model_admins, question_admin  # noqa: F401
 from .rq_dashboard import follow_embedded_mode

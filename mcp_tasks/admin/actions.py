@@ -1,22 +1,16 @@
-"""Operator actions of the task admin: retry a failed task, and answer a task's only open
-question from the task page.
-
-Retrying needs ``mcp_tasks.retry_task``; answering needs ``mcp_tasks.answer_inputrequest``
-and posts to the question's Answer page (the one answer path), which comes back to the
-task page.
-"""
+"""The task admin's operator actions: retry a failed task (``mcp_tasks.retry_task``), and
+answer a task's only open question from its page (posted to the question's Answer page, the
+one answer path, which comes back)."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
-from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
-from django.urls import reverse
 from django.utils.html import format_html
 
 from ..authoring.approval import APPROVAL_METHOD
@@ -24,24 +18,15 @@ from ..core import task_contract
 from ..models import InputRequest, InputRequestStatus, Task, TaskStatus
 from ..tasks.state import crypto, service
 from ..tasks.state.lifecycle import NotRetryable, retry
-from .forms import ELICIT, answer_form, answer_url
+from .forms import ELICIT, answer_adminform, answer_form, answer_url, task_url
 
 RETRY_PERMISSION = "mcp_tasks.retry_task"
-ANSWER_PERMISSION = "mcp_tasks.answer_inputrequest"
 #: The hidden field that brings an answer given on the task page back to the task page.
 RETURN_TO_TASK = "_return_to_task"
 
 
 def can_retry(request: HttpRequest) -> bool:
     return request.user.has_perm(RETRY_PERMISSION)
-
-
-def retry_url(task: Task) -> str:
-    return reverse("admin:mcp_tasks_task_retry", args=[quote(task.pk)])
-
-
-def _task_url(task_id: str) -> str:
-    return reverse("admin:mcp_tasks_task_change", args=[quote(task_id)])
 
 
 def _retry_one(request: HttpRequest, task_id: str) -> Task | None:
@@ -72,24 +57,20 @@ def retry_view(model_admin: admin.ModelAdmin[Task], request: HttpRequest, object
     task_id = unquote(object_id)
     new = _retry_one(request, task_id)
     if new is None:
-        return HttpResponseRedirect(_task_url(task_id))
+        return HttpResponseRedirect(task_url(task_id))
     messages.success(request, f"Retrying task {task_id[:8]}… as this new task.")
-    return HttpResponseRedirect(_task_url(new.id))
+    return HttpResponseRedirect(task_url(new.id))
 
 
 def retry_tasks(request: HttpRequest, queryset: QuerySet[Task]) -> None:
     """The list action: retry every failed task selected, skip the others."""
-    retried = []
     failed = queryset.filter(status=TaskStatus.FAILED).values_list("id", flat=True)
-    for task_id in failed:
-        new = _retry_one(request, task_id)
-        if new is not None:
-            retried.append(new)
+    retried = [new for task_id in failed if (new := _retry_one(request, task_id)) is not None]
     skipped = queryset.exclude(status=TaskStatus.FAILED).count()
     if retried:
         links = format_html(
             ", ".join(['<a href="{}">{}…</a>'] * len(retried)),
-            *[part for new in retried for part in (_task_url(new.id), new.id[:8])],
+            *[part for new in retried for part in (task_url(new.id), new.id[:8])],
         )
         plural = "" if len(retried) == 1 else "s"
         messages.success(
@@ -113,15 +94,12 @@ def quick_answer(request: HttpRequest, task_id: str) -> dict[str, Any] | None:
     if question.method == APPROVAL_METHOD or not service.may_answer(request.user, question):
         return None  # an approval has its own panel
     form = answer_form(question, None)
-    model_form = cast(Any, form)  # the admin's helpers are typed for ModelForms only
     return {
         "question": question,
         "text": service.question_text(question.method, question.params or {}),
         "url": answer_url(question),
         "form": form,
-        "adminform": helpers.AdminForm(
-            model_form, [("Your answer", {"fields": list(form.fields)})], {}
-        ),
+        "adminform": answer_adminform(form),
         "is_elicitation": question.method == ELICIT,
         "return_field": RETURN_TO_TASK,
     }
@@ -131,5 +109,5 @@ def after_answer(request: HttpRequest, question: InputRequest) -> HttpResponse:
     """Where the Answer page goes after a POST: back to the task page when the answer came
     from there, else to itself."""
     if request.POST.get(RETURN_TO_TASK):
-        return HttpResponseRedirect(_task_url(question.task_id))
+        return HttpResponseRedirect(task_url(question.task_id))
     return HttpResponseRedirect(request.path)

@@ -1,10 +1,6 @@
-"""Staff sign-off in the admin: the Approvals list, the decision panel (on the task page and
-the approval's own page) with the form of the editable arguments, and the decision itself.
-
-Deciding needs the approval's permission (and group); every decision goes through
-:func:`mcp_tasks.tasks.state.approvals.decide` and is also written to the admin's log
-(``LogEntry``) in the same transaction.
-"""
+"""Staff sign-off in the admin: the Approvals list, the decision panel (task page and the
+approval's own page) and the decision, made through
+:func:`mcp_tasks.tasks.state.approvals.decide` and logged (``LogEntry``) in its transaction."""
 
 from __future__ import annotations
 
@@ -16,7 +12,6 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
-from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Case, IntegerField, QuerySet, Value, When
@@ -29,10 +24,9 @@ from ..authoring.registry import mcp
 from ..core.task_contract import InvalidAnswer
 from ..models import InputRequest, InputRequestStatus, Task
 from ..tasks.state import approvals, service
-from .forms import field_for
+from .actions import RETURN_TO_TASK
+from .forms import field_for, json_value, task_url
 
-#: The hidden field that brings a decision made on the task page back to the task page.
-RETURN_TO_TASK = "_return_to_task"
 #: How many decided approvals the Approvals list shows below the waiting ones.
 RECENT = 50
 
@@ -52,10 +46,6 @@ def waiting_approvals() -> int:
     ).count()
 
 
-def _task_url(task_id: str) -> str:
-    return reverse("admin:mcp_tasks_task_change", args=[quote(task_id)])
-
-
 class DecisionForm(forms.Form):
     """The editable arguments (built from the tool's input schema) and a reason."""
 
@@ -71,14 +61,10 @@ class DecisionForm(forms.Form):
     def edits(self) -> dict[str, Any]:
         """The editable arguments' values (call after ``is_valid()``)."""
         return {
-            name: _json_value(self.cleaned_data[name])
+            name: json_value(self.cleaned_data[name])
             for name in self.editable
             if name in self.cleaned_data
         }
-
-
-def _json_value(value: Any) -> Any:
-    return value.isoformat() if hasattr(value, "isoformat") else value
 
 
 def _property(schema: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -123,8 +109,7 @@ def summary_of(question: InputRequest, arguments: Mapping[str, Any]) -> str:
 
 
 def _when(value: Any) -> Any:
-    """A decision's recorded time (ISO 8601) as a datetime, so the admin shows it in the
-    user's time zone and format like every other date; the text as it is if it is not one."""
+    """A recorded time (ISO 8601) as a datetime, shown like every other date; else as is."""
     try:
         return datetime.fromisoformat(str(value))
     except ValueError:
@@ -133,20 +118,17 @@ def _when(value: Any) -> Any:
 
 def trail(question: InputRequest) -> list[dict[str, Any]]:
     """The decisions recorded on an approval, oldest first, ready to show."""
-    rows = []
-    for entry in question.decisions or []:
-        changes = entry.get("changes") or {}
-        rows.append(
-            {
-                **entry,
-                "at": _when(entry.get("at")),
-                "changes_text": ", ".join(
-                    f"{name}: {json.dumps(change.get('from'))} → {json.dumps(change.get('to'))}"
-                    for name, change in changes.items()
-                ),
-            }
-        )
-    return rows
+    return [
+        {
+            **entry,
+            "at": _when(entry.get("at")),
+            "changes_text": ", ".join(
+                f"{name}: {json.dumps(change.get('from'))} → {json.dumps(change.get('to'))}"
+                for name, change in (entry.get("changes") or {}).items()
+            ),
+        }
+        for entry in question.decisions or []
+    ]
 
 
 def panel(request: HttpRequest, question: InputRequest, *, on_task_page: bool) -> dict[str, Any]:
@@ -242,7 +224,7 @@ def decide_view(
 def _post(request: HttpRequest, question: InputRequest) -> HttpResponse:
     if not service.may_answer(request.user, question):
         raise PermissionDenied
-    back = _task_url(question.task_id) if request.POST.get(RETURN_TO_TASK) else decide_url(question)
+    back = task_url(question.task_id) if request.POST.get(RETURN_TO_TASK) else decide_url(question)
     approve = "_approve" in request.POST
     if not approve and "_reject" not in request.POST:
         messages.error(request, "Choose Approve or Reject.")
@@ -321,7 +303,7 @@ def approvals_view(
             "needed": int((question.params or {}).get("approvers") or 1),
             "can_decide": service.may_answer(request.user, question),
             "url": decide_url(question),
-            "task_url": _task_url(question.task_id),
+            "task_url": task_url(question.task_id),
         }
         for question in approvals_list(InputRequest.objects.all())
     ]

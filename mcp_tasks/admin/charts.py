@@ -1,8 +1,5 @@
-"""Chart geometry for the admin's dashboard, drawn as inline SVG by its template
-(``admin/mcp_tasks/task/dashboard.html``): no script and no stylesheet from elsewhere, and the
-colours come from the admin's CSS variables (through classes), so dark mode applies.
-
-Plain numbers in, rectangles and paths out; the page decides what they mean."""
+"""Chart geometry for the dashboard's inline SVG (``admin/mcp_tasks/task/dashboard.html``,
+coloured by the admin's CSS variables): numbers in, rectangles and paths out."""
 
 from __future__ import annotations
 
@@ -61,10 +58,7 @@ def nice_ceiling(value: float) -> int:
     if value <= 1:
         return 1
     power = 10 ** math.floor(math.log10(value))
-    for step in (1, 2, 5, 10):
-        if step * power >= value:
-            return int(step * power)
-    return int(10 * power)  # pragma: no cover - the loop always returns
+    return next((int(s * power) for s in (1, 2, 5) if s * power >= value), int(10 * power))
 
 
 def _y(value: float, top: int) -> float:

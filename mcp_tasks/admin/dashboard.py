@@ -1,23 +1,8 @@
-"""The admin's dashboard: how tasks went over the last hour, day or week, computed from the
-database (no metrics system needed).
-
-The figures, each over the tasks *created* in the window (``created_at`` is indexed; a task
-is counted once, in the bucket it was created in):
-
-- tasks per bucket, by their current status (one grouped query);
-- p50 and p95 of the run time (``finished_at - started_at``: from the first start to the end,
-  time spent waiting for answers included) and of the queue wait (``started_at -
-  created_at``). PostgreSQL computes them with ``percentile_cont`` (one query); other
-  databases count the durations and read the one or two rows around each percentile's rank
-  with ``ORDER BY duration LIMIT 2 OFFSET k`` (five queries, nothing fetched beyond those
-  rows), interpolated the way ``percentile_cont`` does, so both give the same numbers;
-- questions waiting at each bucket's end (one query: one filtered count per bucket);
-- the tools that fail most: ``failed`` tasks and ``completed`` ones whose result says
-  ``isError`` (a tool's exception), with each tool's share of failures (one query).
-
-Buckets are aligned in UTC (a 15-minute or 6-hour bucket starts at the same instant in every
-time zone); the page labels them in the user's time zone.
-"""
+"""The admin's dashboard: how the tasks *created* in the last hour, day or week went, from
+the database alone: tasks per bucket by status, p50/p95 of run time and queue wait (on
+PostgreSQL ``percentile_cont``; elsewhere the rows around each rank, interpolated the same
+way), questions waiting at each bucket's end, and the tools that fail most. Buckets are
+aligned in UTC and labelled in the user's time zone."""
 
 from __future__ import annotations
 
@@ -75,11 +60,8 @@ REFRESH_AT_LEAST_EVERY = 60
 
 @dataclasses.dataclass(frozen=True)
 class Window:
-    """A dashboard window: ``span`` cut into buckets of ``bucket``.
-
-    The database groups rows by ``trunc`` (a ``Trunc`` kind) and, for buckets several units
-    long, by ``part // step`` (``part`` an ``Extract`` lookup of the unit below ``trunc``).
-    """
+    """``span`` cut into buckets of ``bucket``, grouped by ``trunc`` (a ``Trunc`` kind) and,
+    for buckets several units long, ``part // step`` (``part``: the unit below ``trunc``)."""
 
     key: str
     label: str
@@ -173,9 +155,6 @@ class Figures:
         return sum(self.totals.values())
 
 
-# -- the window -------------------------------------------------------------------------------
-
-
 def bounds(window: Window, now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
     """The window's start and end: it ends with the bucket ``now`` is in (aligned in UTC)."""
     size = int(window.bucket.total_seconds())
@@ -186,9 +165,6 @@ def bounds(window: Window, now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
 
 def _created_in(start: dt.datetime, end: dt.datetime) -> QuerySet[Task]:
     return Task.objects.filter(created_at__gte=start, created_at__lt=end)
-
-
-# -- tasks per bucket, by status --------------------------------------------------------------
 
 
 class StrfTime(Func):
@@ -206,9 +182,8 @@ _SQLITE_PART = {"minute": "%M", "hour": "%H"}
 
 
 def _slot(window: Window) -> tuple[Any, Any]:
-    """The grouping expressions of a row's bucket: its truncated time (UTC) and the part.
-    SQLite's own ``strftime`` there, where ``Trunc`` and ``Extract`` call a Python function
-    for every row."""
+    """A row's bucket: its truncated time (UTC) and the part (on SQLite its ``strftime``:
+    ``Trunc`` and ``Extract`` would call Python for every row)."""
     if connection.vendor == "sqlite":
         slot: Any = StrfTime(_SQLITE_TRUNC[window.trunc], "created_at")
         if window.part is None:
@@ -249,9 +224,6 @@ def status_buckets(window: Window, start: dt.datetime, end: dt.datetime) -> list
         Bucket(start + i * window.bucket, start + (i + 1) * window.bucket, counts[i])
         for i in range(window.buckets)
     ]
-
-
-# -- run time and queue wait ------------------------------------------------------------------
 
 
 class PercentileCont(Aggregate):
@@ -323,9 +295,9 @@ class JulianDay(Func):
 
 
 def _order_key(later: str, earlier: str) -> Any:
-    """What orders the durations ``later - earlier``: on SQLite the difference of their
-    ``julianday()`` (native, where Django's own datetime subtraction calls a Python function
-    for every row; it may swap durations less than ~50 µs apart), elsewhere the interval."""
+    """What orders the durations ``later - earlier``: on SQLite their ``julianday()``
+    difference (Django's subtraction calls Python for every row; it may swap durations less
+    than ~50 µs apart), elsewhere the interval."""
     if connection.vendor == "sqlite":
         return JulianDay(later) - JulianDay(earlier)
     return _duration(later, earlier)
@@ -334,9 +306,8 @@ def _order_key(later: str, earlier: str) -> Any:
 def _percentile(
     ordered: QuerySet[Any], fields: tuple[str, str], count: int, fraction: float
 ) -> dt.timedelta | None:
-    """``percentile_cont`` of ``count`` ordered durations ``fields[0] - fields[1]``: read
-    the rows at rank ``fraction * (count - 1)`` and the next one, and interpolate (one
-    query)."""
+    """``percentile_cont`` of ``count`` ordered durations ``fields[0] - fields[1]``: the rows
+    at rank ``fraction * (count - 1)`` and the next, interpolated (one query)."""
     if not count:
         return None
     rank = fraction * (count - 1)
@@ -348,31 +319,19 @@ def _percentile(
     return values[0] + (values[1] - values[0]) * (rank - low)
 
 
-# -- waiting questions ------------------------------------------------------------------------
-
-
-def _question_ended() -> Any:
-    """When a question stopped waiting: answered or timed out (``answered_at``), closed with
-    its task (the task's ``finished_at``); NULL while it waits (or for a withdrawn one)."""
-    return Case(
-        When(status=InputRequestStatus.PENDING, then=Value(None)),
-        default=Coalesce("answered_at", "task__finished_at"),
-        output_field=DateTimeField(),
-    )
-
-
-def sample_times(buckets: Sequence[Bucket], now: dt.datetime) -> list[dt.datetime]:
-    """Where the waiting questions are counted: each bucket's end, the last one now."""
-    return [min(bucket.end, now) for bucket in buckets]
-
-
 def waiting_questions(
     times: Sequence[dt.datetime], start: dt.datetime
 ) -> list[tuple[dt.datetime, int]]:
     """How many questions waited at each of ``times``: one query, one count per time."""
     if not times:
         return []
-    questions = InputRequest.objects.annotate(ended=_question_ended()).filter(
+    # When a question stopped waiting: answered or timed out, else with its task's end.
+    ended = Case(
+        When(status=InputRequestStatus.PENDING, then=Value(None)),
+        default=Coalesce("answered_at", "task__finished_at"),
+        output_field=DateTimeField(),
+    )
+    questions = InputRequest.objects.annotate(ended=ended).filter(
         Q(status=InputRequestStatus.PENDING) | Q(ended__gt=start), created_at__lte=max(times)
     )
     waiting = {
@@ -385,8 +344,6 @@ def waiting_questions(
     row = questions.aggregate(**waiting)
     return [(at, int(row[f"at_{i}"])) for i, at in enumerate(times)]
 
-
-# -- the tools that fail most -----------------------------------------------------------------
 
 #: A failure: ``failed``, or ``completed`` with a tool error (``isError``).
 FAILING = Q(status=TaskStatus.FAILED) | Q(status=TaskStatus.COMPLETED, result__isError=True)
@@ -404,9 +361,6 @@ def failing_tools(start: dt.datetime, end: dt.datetime) -> list[ToolFailures]:
     return [ToolFailures(row["tool_name"], row["failed"], row["total"]) for row in rows]
 
 
-# -- all of them ------------------------------------------------------------------------------
-
-
 def figures(window: Window, now: dt.datetime | None = None) -> Figures:
     """Every figure of the dashboard for ``window`` ending at ``now``."""
     now = timezone.now() if now is None else now
@@ -422,12 +376,10 @@ def figures(window: Window, now: dt.datetime | None = None) -> Figures:
         run_time=measured["run_time"],
         queue_wait=measured["queue_wait"],
         not_started=not_started,
-        waiting=waiting_questions(sample_times(buckets, now), start),
+        waiting=waiting_questions([min(b.end, now) for b in buckets], start),
         failing_tools=failing_tools(start, end),
     )
 
-
-# -- the page ---------------------------------------------------------------------------------
 
 #: Buckets between two labels of a chart's time axis.
 LABEL_EVERY = {"hour": 10, "day": 12, "week": 4}
@@ -465,17 +417,14 @@ def _labels(shown: Figures) -> list[str | None]:
     ]
 
 
-def _span(bucket: Bucket) -> str:
-    return f"{_local(bucket.start, '%a %H:%M')} to {_local(bucket.end, '%H:%M')}"
-
-
 def status_chart(shown: Figures) -> charts.Chart:
     """Tasks per bucket, stacked by status."""
     labels = dict(TaskStatus.choices)
     titles = []
     for bucket in shown.buckets:
         parts = [f"{bucket.counts[s]} {labels[s].lower()}" for s in STATUSES if bucket.counts[s]]
-        titles.append(f"{_span(bucket)}: {', '.join(parts) or 'no tasks'}")
+        span = f"{_local(bucket.start, '%a %H:%M')} to {_local(bucket.end, '%H:%M')}"
+        titles.append(f"{span}: {', '.join(parts) or 'no tasks'}")
     stacks = [[(f"mcp-s-{s}", b.counts[s]) for s in STATUSES] for b in shown.buckets]
     return charts.stacked_bars(stacks, titles, _labels(shown))
 
@@ -493,15 +442,11 @@ def summary(shown: Figures) -> list[dict[str, Any]]:
     return [{"status": s, "label": labels[s], "total": totals[s]} for s in STATUSES]
 
 
-def may_view(request: HttpRequest) -> bool:
-    return bool(request.user.has_perm(VIEW_PERMISSION))
-
-
 def dashboard_view(
     model_admin: admin.ModelAdmin[Task], request: HttpRequest, extra_context: dict[str, Any]
 ) -> HttpResponse:
     """The dashboard page (``?window=hour|day|week``); 403 without ``view_task``."""
-    if not may_view(request):
+    if not request.user.has_perm(VIEW_PERMISSION):
         raise PermissionDenied
     window = WINDOWS.get(request.GET.get("window", ""), WINDOWS[DEFAULT_WINDOW])
     shown = figures(window)

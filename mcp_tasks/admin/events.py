@@ -1,14 +1,7 @@
-"""Live admin pages: the task service's events, forwarded to the channel layer's
-:data:`~mcp_tasks.core.groups.ADMIN` group, where :mod:`mcp_tasks.admin.live` consumers hear
-them. Progress of a task reaches them through the task's own group, which the service
-already publishes to.
-
-The service announces its events through :func:`mcp_tasks.tasks.state.outbox.install_announcer`, where
-:class:`~mcp_tasks.apps.McpTasksConfig` installs this module (not through
-:mod:`mcp_tasks.signals` receivers: a receiver counts as a listener, and a listener makes the
-worker's completion hop to Django's thread to send the signal, even while no page is open). Announced only while
-``ADMIN_LIVE_PATH`` is set; published only while a live admin page is open somewhere
-(:mod:`mcp_tasks.admin.watchers`)."""
+"""The task service's events, forwarded to the :data:`~mcp_tasks.core.groups.ADMIN` group
+for :mod:`mcp_tasks.admin.live` pages, while ``ADMIN_LIVE_PATH`` is set and a page is open.
+Installed with :func:`mcp_tasks.tasks.state.outbox.install_announcer`, not as a :mod:`mcp_tasks.signals`
+receiver: a listener would make every completion hop to Django's thread."""
 
 from __future__ import annotations
 

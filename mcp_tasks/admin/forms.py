@@ -1,22 +1,18 @@
-"""Forms of the admin's Answer page.
-
-:func:`elicitation_form` turns an elicitation ``requestedSchema`` (a flat object: strings,
-numbers, integers, booleans, single- and multi-select enums) into a Django form whose
-:meth:`ElicitationForm.content` is the JSON ``content`` of an accepted answer.
-:class:`SamplingForm` and :class:`RootsForm` answer ``sampling/createMessage`` and
-``roots/list`` questions. The task service validates every answer again, against the
-schema itself.
-"""
+"""Forms of the admin's Answer page: an elicitation ``requestedSchema`` as a Django form
+(:func:`elicitation_form`), :class:`SamplingForm` and :class:`RootsForm`. The task service
+validates every answer again, against the schema itself."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from django import forms
+from django.contrib.admin import helpers
+from django.contrib.admin.utils import quote
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.urls import reverse
@@ -101,23 +97,15 @@ class SelectSeveralField(forms.TypedMultipleChoiceField):
             raise ValidationError(f"Choose at most {self.max_items}.", code="max_items")
 
 
-def _date_initial(default: Any) -> Any:
-    return parse_date(default) if isinstance(default, str) else default
-
-
-def _datetime_initial(default: Any) -> Any:
-    return parse_datetime(default) if isinstance(default, str) else default
-
-
 def _string_field(prop: Mapping[str, Any], common: dict[str, Any]) -> forms.Field:
-    fmt = prop.get("format")
+    fmt, initial = prop.get("format"), common.get("initial")
     if fmt == "date":
-        common["initial"] = _date_initial(common.get("initial"))
+        common["initial"] = parse_date(initial) if isinstance(initial, str) else initial
         return forms.DateField(
             widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"), **common
         )
     if fmt == "date-time":
-        common["initial"] = _datetime_initial(common.get("initial"))
+        common["initial"] = parse_datetime(initial) if isinstance(initial, str) else initial
         widget = forms.DateTimeInput(
             attrs={"type": "datetime-local", "step": "1"}, format="%Y-%m-%dT%H:%M:%S"
         )
@@ -196,8 +184,7 @@ def field_for(
     """The form field for one property of a ``requestedSchema``.
 
     ``only``: the property is the schema's single one (a scalar question, asked as
-    ``value``), so an untitled one is labelled "Answer" ("Yes" for a checkbox).
-    """
+    ``value``), so an untitled one is labelled "Answer" ("Yes" for a checkbox)."""
     if prop.get("title"):
         label = prop["title"]
     elif only and name == "value":
@@ -228,12 +215,9 @@ def field_for(
     return field
 
 
-def _json_value(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return value
+def json_value(value: Any) -> Any:
+    """A cleaned value as JSON: a date or datetime in ISO 8601."""
+    return value.isoformat() if isinstance(value, dt.date) else value
 
 
 class ElicitationForm(forms.Form):
@@ -242,17 +226,14 @@ class ElicitationForm(forms.Form):
     schema: dict[str, Any] = {}
 
     def content(self) -> dict[str, Any]:
-        """The ``content`` of an accepted answer (call after ``is_valid()``).
-
-        Empty optional fields are left out; required ones are always present.
-        """
+        """The ``content`` of an accepted answer (call after ``is_valid()``): empty optional
+        fields left out."""
         required = set(self.schema.get("required") or [])
-        content: dict[str, Any] = {}
-        for name, value in self.cleaned_data.items():
-            if name not in required and (value is None or value == "" or value == []):
-                continue
-            content[name] = _json_value(value)
-        return content
+        return {
+            name: json_value(value)
+            for name, value in self.cleaned_data.items()
+            if name in required or value not in (None, "", [])
+        }
 
 
 def elicitation_form(schema: Mapping[str, Any] | None) -> type[ElicitationForm]:
@@ -321,6 +302,15 @@ class RootsForm(forms.Form):
 
 def answer_url(question: InputRequest) -> str:
     return reverse("admin:mcp_tasks_inputrequest_answer", args=[question.pk])
+
+
+def task_url(task_id: str) -> str:
+    return reverse("admin:mcp_tasks_task_change", args=[quote(task_id)])
+
+
+def answer_adminform(form: forms.Form) -> helpers.AdminForm:
+    """``form`` as the admin's fieldset (its helpers are typed for ModelForms only)."""
+    return helpers.AdminForm(cast(Any, form), [("Your answer", {"fields": list(form.fields)})], {})
 
 
 def answer_form(question: InputRequest, data: Any) -> forms.Form:

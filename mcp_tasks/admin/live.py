@@ -1,18 +1,9 @@
-"""The live admin's WebSocket (``MCP_TASKS["ADMIN_LIVE_PATH"]``).
-
-A browser on the admin's task list, a task page or the waiting-questions list connects with
-its admin session; staff who may see tasks are accepted, everyone else is refused before the
-socket opens (the server answers the handshake with HTTP 403). The consumer forwards events, never rows: ``{"event": ..., "task_id": ...}``
-for a new task, a status change, a question asked or answered (the
-:data:`~mcp_tasks.core.groups.ADMIN` group), and ``task_changed`` for progress and other changes
-of the tasks the page says it shows (``{"watch": [task ids]}``). The page then fetches
-itself again through the admin's own views, which apply the user's permissions.
-
-While it is open the consumer keeps the page marked as open
-(:mod:`mcp_tasks.admin.watchers`: processes publish admin events only while some page is),
-and once every process has seen the mark it sends ``{"event": "ready"}``: the page fetches
-itself once more, for what changed before that.
-"""
+"""The live admin's WebSocket (``ADMIN_LIVE_PATH``), for staff who may see tasks (others
+are refused: HTTP 403). It forwards events, never rows: ``{"event", "task_id"}`` of the
+:data:`~mcp_tasks.core.groups.ADMIN` group, and ``task_changed`` for the tasks the page
+watches (``{"watch": [ids]}``); the page then fetches itself through the admin's views.
+While open it keeps the page marked (:mod:`.watchers`) and, once every process saw the
+mark, sends ``{"event": "ready"}`` so the page fetches what changed before."""
 
 from __future__ import annotations
 
@@ -30,9 +21,8 @@ from . import watchers
 
 logger = logging.getLogger("mcp_tasks.admin")
 
-#: The code a refused connection is closed with. It is closed before it is accepted, so the
-#: server answers the handshake with HTTP 403 and no client sees the code (ASGI); Channels'
-#: test communicator reports it.
+#: A refused connection's close code: closed before it is accepted, the handshake gets
+#: HTTP 403 and only Channels' test communicator sees the code.
 REFUSED = 4403
 #: The most tasks one page may watch.
 MAX_WATCHED = 200

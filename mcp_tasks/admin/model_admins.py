@@ -1,15 +1,7 @@
-"""The operator UI: tasks, their logs and questions (the questions' own list and Answer page
-are :mod:`.question_admin`).
-
-The task list shows which tasks wait (for a concurrency slot, their next attempt or a worker)
-and which principals have active tasks, with their counts.
-
-Rows are read-only here. The only writes are the "Cancel" and "Retry" actions and the Answer
-page (also embedded in a task page with one open question), and all go through
-:mod:`mcp_tasks.tasks.state.service`, the same functions the MCP wire uses. Permissions: viewing
-follows Django's view permissions; cancelling needs ``mcp_tasks.change_task``; retrying
-``mcp_tasks.retry_task``; answering ``mcp_tasks.answer_inputrequest``.
-"""
+"""The task admin: tasks with their logs and questions (the questions' own pages are
+:mod:`.question_admin`). Rows are read-only; the only writes (Cancel, Retry, answers) go
+through :mod:`mcp_tasks.tasks.state.service`, like the MCP wire's. Cancelling needs
+``mcp_tasks.change_task``, retrying ``mcp_tasks.retry_task``."""
 
 from __future__ import annotations
 
@@ -17,7 +9,7 @@ import json
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.admin.utils import flatten_fieldsets, quote, unquote
+from django.contrib.admin.utils import flatten_fieldsets, unquote
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
@@ -31,7 +23,7 @@ from ..core import task_contract
 from ..models import InputRequest, InputRequestStatus, Task, TaskLogEntry, TaskStatus
 from ..tasks.state import service
 from . import actions as admin_actions, approvals as admin_approvals, dashboard as admin_dashboard
-from .forms import ELICIT, ROOTS, SAMPLE, answer_url
+from .forms import ELICIT, ROOTS, SAMPLE, answer_url, task_url
 from .rq_dashboard import queue_dashboard_url
 from .waiting import (
     PrincipalFilter,
@@ -42,7 +34,6 @@ from .waiting import (
     warn_of_unserved_queues,
 )
 
-ANSWER_PERMISSION = "mcp_tasks.answer_inputrequest"
 CANCEL_PERMISSION = "mcp_tasks.change_task"
 KINDS = {
     ELICIT: "Question",
@@ -90,14 +81,6 @@ def answerer(question: InputRequest) -> str:
     if question.answered_by == "client":
         return "the MCP client"
     return question.answered_by or "—"
-
-
-def task_url(task_id: str) -> str:
-    return reverse("admin:mcp_tasks_task_change", args=[quote(task_id)])
-
-
-def can_answer(request: HttpRequest) -> bool:
-    return request.user.has_perm(ANSWER_PERMISSION)
 
 
 def sees_tasks(request: HttpRequest) -> bool:
@@ -151,9 +134,6 @@ class QuestionColumns:
         return format_html('<a class="button" href="{}">{}</a>', url, label)
 
 
-# -- tasks ------------------------------------------------------------------------------------
-
-
 class QuestionInline(ReadOnly, QuestionColumns, admin.TabularInline):  # type: ignore[type-arg]
     model = InputRequest
     verbose_name, verbose_name_plural = "question", "questions"
@@ -179,20 +159,6 @@ class LogInline(ReadOnly, admin.TabularInline):  # type: ignore[type-arg]
     @admin.display(description="message")
     def message(self, obj: TaskLogEntry) -> SafeString | str:
         return obj.data if isinstance(obj.data, str) else pretty_json(obj.data)
-
-
-_RUN_FIELDS = (
-    "client",
-    "runs",
-    "queue",
-    "worker_name",
-    "waiting_worker",
-    "heartbeat_at",
-    "session_id",
-)
-
-
-# -- tasks: the list and the page -------------------------------------------------------------
 
 
 @admin.register(Task)
@@ -240,7 +206,21 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
             "Times",
             {"fields": ("created_at", "updated_at", "started_at", "finished_at", "expires_at")},
         ),
-        ("Run", {"classes": ("collapse",), "fields": _RUN_FIELDS}),
+        (
+            "Run",
+            {
+                "classes": ("collapse",),
+                "fields": (
+                    "client",
+                    "runs",
+                    "queue",
+                    "worker_name",
+                    "waiting_worker",
+                    "heartbeat_at",
+                    "session_id",
+                ),
+            },
+        ),
     ]
     readonly_fields = flatten_fieldsets(fieldsets)
 

@@ -1,6 +1,5 @@
-"""The operator UI's questions: the list of waiting questions (staff approvals included)
-and the Answer page, whose answer goes through :func:`mcp_tasks.tasks.state.service.answer`, the
-one answer path. Answering needs ``mcp_tasks.answer_inputrequest``."""
+"""The admin's questions: the waiting questions and the Answer page, answering through
+:func:`mcp_tasks.tasks.state.service.answer` (needs ``mcp_tasks.answer_inputrequest``)."""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ from ..core import task_contract
 from ..models import InputRequest, InputRequestStatus
 from ..tasks.state import service
 from . import actions as admin_actions, approvals as admin_approvals, forms as admin_forms
-from .forms import ELICIT, SAMPLE, answer_form
+from .forms import ELICIT, SAMPLE, answer_adminform, answer_form, task_url
 from .model_admins import (
     KINDS,
     QuestionColumns,
@@ -31,11 +30,8 @@ from .model_admins import (
     answerer,
     live_context,
     pretty_json,
-    task_url,
 )
 from .rq_dashboard import queue_dashboard_url
-
-# -- questions --------------------------------------------------------------------------------
 
 
 class QuestionStatusFilter(admin.SimpleListFilter):
@@ -66,8 +62,7 @@ class QuestionStatusFilter(admin.SimpleListFilter):
 
 @admin.register(InputRequest)
 class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: ignore[type-arg]
-    """Waiting questions (the list shows the waiting ones by default, oldest first) and the
-    Answer page, which is also the question's detail page."""
+    """Waiting questions (by default, oldest first) and the Answer page, also the detail page."""
 
     list_display = (
         "question",
@@ -154,8 +149,6 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
     def age(self, obj: InputRequest) -> str:
         return timesince(obj.created_at)
 
-    # -- the Answer page --------------------------------------------------------------------
-
     def answer_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         try:
             question = InputRequest.objects.select_related("task", "answered_by_user").get(
@@ -209,7 +202,6 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
         self, request: HttpRequest, question: InputRequest, form: forms.Form, answerable: bool
     ) -> dict[str, Any]:
         params = question.params or {}
-        model_form = cast(Any, form)  # the admin's helpers are typed for ModelForms only
         return {
             **self.admin_site.each_context(request),
             "title": "Answer a question" if answerable else "Question",
@@ -228,10 +220,8 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
             "answerer": answerer(question),
             "response_json": pretty_json(question.response),
             "form": form,
-            "adminform": helpers.AdminForm(
-                model_form, [("Your answer", {"fields": list(form.fields)})], {}
-            ),
-            "errors": helpers.AdminErrorList(model_form, []) if form.is_bound else [],
+            "adminform": answer_adminform(form),
+            "errors": helpers.AdminErrorList(cast(Any, form), []) if form.is_bound else [],
             "media": self.media + form.media,
         }
 

@@ -1,8 +1,6 @@
-"""django-rq's dashboard, linked from the task pages and listed in the admin by django-rq:
-it shows the queues of ``RQ_QUEUES`` on their Redis. In embedded mode the task queue lives
-on an in-process fake Redis no dashboard sees (and ``RQ_QUEUES`` may be unset: its pages
-answered HTTP 500), so there the admin neither links nor lists it, and its pages send staff
-to the task list."""
+"""django-rq's dashboard, linked from the task pages. In embedded mode the queue lives on
+an in-process fake Redis no dashboard sees (and ``RQ_QUEUES`` may be unset: HTTP 500), so
+the admin neither links nor lists it and its pages send staff to the task list."""
 
 from __future__ import annotations
 

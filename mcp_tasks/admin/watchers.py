@@ -1,15 +1,8 @@
-"""Whether a live admin page is open anywhere: the task service's events are published for
-the live admin only then (a publish to nobody still costs each process and Redis a round
-trip per task change).
-
-While a page is open, its consumer (:mod:`mcp_tasks.admin.live`) keeps a mark in Redis
-(the task queue's connection): set before the connection is accepted, renewed every :data:`RENEW_EVERY` seconds,
-expiring :data:`MARK_LASTS` seconds after the last renewal (a process that dies leaves
-nothing behind for longer). Every process reads the mark at most once per
-:data:`CHECK_EVERY` seconds, so a page hears every process's events from at most that long
-after it connected; the consumer then tells the page ``ready`` and the page fetches itself
-once more, which covers that first moment. When Redis cannot say, events are published.
-"""
+"""Whether a live admin page is open anywhere: admin events are published only then (a
+publish to nobody still costs a Redis round trip per task change). An open page's consumer
+keeps a mark in the task queue's Redis, renewed every :data:`RENEW_EVERY` s and expiring
+:data:`MARK_LASTS` s later; processes read it at most every :data:`CHECK_EVERY` s, and
+publish when Redis cannot say."""
 
 from __future__ import annotations
 

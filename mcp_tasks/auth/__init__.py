@@ -24,8 +24,7 @@ class AccessToken:
     ``expires_at`` is a Unix timestamp (seconds) or None for no expiry. ``user`` may carry
     the Django user the token stands for. ``audience``: the resources (RFC 8707) the token
     was issued for; when not empty, a token whose audience does not name this server's
-    ``RESOURCE`` is refused. Empty: not bound to a resource.
-    """
+    ``RESOURCE`` is refused. Empty: not bound to a resource."""
 
     token: str
     client_id: str
@@ -75,10 +74,6 @@ class Principal:
     scope: str
     access_token: AccessToken | None = None
     user: Any = None
-
-    @property
-    def is_anonymous(self) -> bool:
-        return self.access_token is None and self.user is None
 
 
 ANONYMOUS = Principal(scope="anonymous")

@@ -1,16 +1,7 @@
-"""A fetcher of Client ID Metadata Documents whose whole fetch ends at a deadline.
-
-``OAUTH2_PROVIDER["CIMD_METADATA_FETCHER"] = "mcp_tasks.auth.cimd.BoundedMetadataFetcher"``.
-
-django-oauth-toolkit 3.4's ``SafeMetadataFetcher`` gives ``CIMD_FETCH_TIMEOUT_SECONDS`` to
-each socket operation, not to the fetch: a document served a byte at a time holds the
-sign-in request, and one of DOT's ``CIMD_MAX_CONCURRENT_FETCHES`` slots, for up to its
-size times that timeout. :class:`BoundedMetadataFetcher` keeps DOT's rules (the client_id
-URL's form; every address the host resolves to public; a connection to the validated
-address, with SNI, the certificate and ``Host`` for the URL's host; no redirect; a JSON
-object of at most ``CIMD_MAX_DOCUMENT_SIZE`` bytes; the ``Cache-Control`` lifetime) and
-gives the name lookup, connections, TLS handshakes, headers and body one deadline together.
-"""
+"""A fetcher of Client ID Metadata Documents whose whole fetch ends at a deadline
+(``OAUTH2_PROVIDER["CIMD_METADATA_FETCHER"]``). django-oauth-toolkit 3.4's own gives its
+timeout to each socket operation, so a document served a byte at a time holds a sign-in
+for its size times it; this one keeps DOT's rules and gives the whole fetch one deadline."""
 
 from __future__ import annotations
 
@@ -65,8 +56,8 @@ class BoundedMetadataFetcher:
         port = parsed.port or 443
         ips = await self._addresses(host, port)
         target = parsed.path + (f"?{parsed.query}" if parsed.query else "")
-        # The authority as the URL gives it (port, IPv6 brackets) names the document; the
-        # connection goes to a validated address, so no second lookup can rebind it.
+        # The URL's authority names the document; the connection goes to a validated
+        # address, so no second lookup can rebind it.
         headers = {"Host": parsed.netloc, "Accept": ACCEPT, "Accept-Encoding": "identity"}
         failure: Exception | None = None
         async with httpx.AsyncClient(
@@ -137,9 +128,8 @@ async def _document(response: httpx.Response) -> tuple[dict[str, Any], int]:
 
 
 async def _in_own_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``function(*args, **kwargs)`` in a thread of its own. A name lookup has no timeout:
-    the fetch gives up on it at the deadline, and its thread ends when the resolver does
-    (a thread of the loop's executor would hold ``asyncio.run`` until then)."""
+    """``function(*args, **kwargs)`` in a thread of its own, which a lookup without timeout
+    may outlive (one of the loop's executor would hold ``asyncio.run``)."""
     future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
     def run() -> None:

@@ -1,17 +1,7 @@
-"""Who may use a tool, prompt or resource: Django permissions and OAuth scopes.
-
-``@mcp.tool(permissions=[...], scopes=[...])`` attaches an :class:`Access`. The rules:
-
-- an item without requirements is open to every principal (and costs nothing to check);
-- ``permissions`` are Django permissions (``"app_label.codename"``) the principal's user must
-  hold (``user.has_perms``); a principal without a user (anonymous, a token with no user)
-  holds none;
-- ``scopes`` are OAuth scopes a bearer token must carry; a Django session user (no token)
-  is not limited by scopes; an anonymous caller has none.
-
-The request path caches a user's answer for ``PERMISSION_CACHE_TTL`` seconds; the worker
-asks the database afresh before every job of a task (start and each resume).
-"""
+"""Who may use a tool, prompt or resource (``@mcp.tool(permissions=[...], scopes=[...])``):
+Django permissions the principal's user must hold (none without a user), and OAuth scopes a
+bearer token must carry (a session user without a token is not limited by scopes). The
+request path caches answers for ``PERMISSION_CACHE_TTL`` s; the worker asks before each job."""
 
 from __future__ import annotations
 
@@ -132,10 +122,9 @@ async def allowed(access: Access, principal: Principal) -> bool:
 
 
 async def listed(access: Access, principal: Principal) -> bool:
-    """Does ``principal`` see an item requiring ``access`` in ``*/list``? When it may use it,
-    and also when only scopes stand in the way of its bearer token: a call then gets HTTP 403
-    ``insufficient_scope`` and the client can ask the user for them (step-up), which a client
-    that never saw the item would never do."""
+    """Does ``principal`` see the item in ``*/list``? When it may use it, or when only its
+    token's scopes stand in the way (a call then gets HTTP 403 ``insufficient_scope``, and
+    the client can step up)."""
     if principal.access_token is not None and access.scopes:
         access = replace(access, scopes=())
     return await allowed(access, principal)

@@ -1,11 +1,6 @@
-"""Staff sign-off: questions only staff may answer, and tools that wait for an operator's
-approval before they run.
-
-``ctx.ask_staff(...)`` asks a :class:`StaffAudience` question; ``@mcp.tool(task=True,
-approval=Approval(...))`` makes the task wait for an operator's decision before its first
-run. Both are stored and parked like any question, but the client never sees them: its
-task stays ``working`` with :data:`WAITING_FOR_STAFF` as ``statusMessage``.
-"""
+"""Staff sign-off: questions only staff may answer (``ctx.ask_staff``) and tools whose task
+waits for an operator's approval (``approval=Approval(...)``). The client never sees them:
+its task stays ``working`` with :data:`WAITING_FOR_STAFF` as ``statusMessage``."""
 
 from __future__ import annotations
 
@@ -54,8 +49,7 @@ class Approval:
     ``editable``: arguments the operator may change before approving (validated against
     the tool's input schema). ``approvers``: how many different users must approve (2:
     four eyes). ``timeout``: seconds without a decision before the task ends as rejected
-    (None: ``INPUT_TIMEOUT``).
-    """
+    (None: ``INPUT_TIMEOUT``)."""
 
     summary: str
     permission: str = DEFAULT_PERMISSION
@@ -97,7 +91,10 @@ class Approval:
 
     def render(self, arguments: Mapping[str, Any]) -> str:
         """The summary with ``arguments`` filled in (a missing one stays ``{name}``)."""
-        return _render(self.summary, arguments)
+        try:
+            return self.summary.format_map(_Missing(arguments))
+        except (ValueError, AttributeError, IndexError, KeyError, TypeError):
+            return self.summary
 
     def check_tool(self, tool_name: str, argument_names: list[str]) -> None:
         """Every name in ``editable`` and the summary is an argument of the tool."""
@@ -113,13 +110,6 @@ class Approval:
 class _Missing(dict[str, Any]):
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
-
-
-def _render(template: str, arguments: Mapping[str, Any]) -> str:
-    try:
-        return template.format_map(_Missing(arguments))
-    except (ValueError, AttributeError, IndexError, KeyError, TypeError):
-        return template
 
 
 def rejection_result(reason: str) -> dict[str, Any]:

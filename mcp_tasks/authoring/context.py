@@ -1,9 +1,5 @@
-"""``Context``: what a tool sees of its caller, in a plain call and in a background task.
-
-A ``Context`` reaches the outside world only through a :class:`ContextBackend`, which each
-caller supplies (the request path, or the task worker). It imports neither the transport
-nor the task engine.
-"""
+"""``Context``: what a tool sees of its caller, in a plain call or a background task,
+reaching out only through the :class:`ContextBackend` its caller supplies."""
 
 from __future__ import annotations
 
@@ -109,8 +105,7 @@ class Context:
     """The caller's context, injected into a tool parameter annotated ``ctx: Context``.
 
     The same class serves plain calls and background tasks; in a task, the fields are
-    restored from the snapshot taken when the task was created.
-    """
+    restored from the snapshot taken when the task was created."""
 
     def __init__(
         self,
@@ -155,8 +150,6 @@ class Context:
         self.prepared = prepared
         #: Which attempt this run is (``TaskConfig(retries=...)`` runs a task again): 1 first.
         self.attempt = attempt
-
-    # -- identity -------------------------------------------------------------------------
 
     @property
     def request_id(self) -> str | int | None:
@@ -220,8 +213,6 @@ class Context:
         extensions = self.client_capabilities.get("extensions")
         return isinstance(extensions, dict) and extension_id in extensions
 
-    # -- cancellation ---------------------------------------------------------------------
-
     @property
     def is_cancelled(self) -> bool:
         """True once this task was cancelled (or timed out). Async tools get
@@ -234,8 +225,6 @@ class Context:
         """Raise ``asyncio.CancelledError`` when :attr:`is_cancelled` (sync tools)."""
         if self.is_cancelled:
             raise asyncio.CancelledError()
-
-    # -- notifications --------------------------------------------------------------------
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
@@ -281,8 +270,6 @@ class Context:
         """Tell subscribed clients that the resource at ``uri`` changed."""
         await self._backend.notify("notifications/resources/updated", {"uri": str(uri)})
 
-    # -- asking the client ----------------------------------------------------------------
-
     def _require_capability(self, name: str) -> None:
         if name not in self.client_capabilities:
             raise ClientCapabilityError(
@@ -294,8 +281,7 @@ class Context:
 
         Answers: ``ElicitInput`` → Accepted/Declined/CancelledElicitation, ``SampleInput`` →
         ``CreateMessageResult``, ``RootsInput`` → ``list[Root]``. The keys are the request
-        keys on the wire (``inputRequests``), so keep them stable across rounds.
-        """
+        keys on the wire (``inputRequests``), so keep them stable across rounds."""
         for item in inputs.values():
             self._require_capability(item.capability)
         questions = [item.question(key) for key, item in inputs.items()]
@@ -329,8 +315,7 @@ class Context:
         list of Enum/Literal values (multi-select), a pydantic model, a dataclass, a
         TypedDict, or None for a bare confirmation. Returns ``AcceptedElicitation(data=…)``,
         ``DeclinedElicitation()`` or ``CancelledElicitation()``. ``key`` names the request
-        on the wire (default: chosen by the server).
-        """
+        on the wire (default: chosen by the server)."""
         result: ElicitationResult = await self._ask_one(ElicitInput(message, response_type), key)
         return result
 
@@ -351,8 +336,7 @@ class Context:
         ``schema``: a response type as for :meth:`elicit`, or a flat ``requestedSchema``
         dict (accepted data is then the content dict). ``timeout``: seconds before the
         question times out (``CancelledElicitation``; None: ``INPUT_TIMEOUT``). Background
-        tasks only (``TaskConfig(mode="required")``): a plain call has no one to wait for.
-        """
+        tasks only (``TaskConfig(mode="required")``): a plain call has no one to wait for."""
         if self._task_id is None:
             raise ToolError(
                 "ctx.ask_staff needs a background task: declare the tool with "

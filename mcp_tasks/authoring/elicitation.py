@@ -1,9 +1,6 @@
-"""Elicitation: Python response types ⇄ the flat JSON schema of ``elicitation/create``.
-
-A scalar type (``str``, ``int``, ``float``, ``bool``, an ``Enum``, a ``Literal`` or a list of
-them) is asked as a single ``value`` property and unwrapped again; a pydantic model, a
-dataclass or a TypedDict is asked field by field; ``None`` asks for a bare confirmation.
-"""
+"""Python response types ⇄ the flat schema of ``elicitation/create``: a scalar type (or a
+list of Enum/Literal) is asked as one ``value`` property, a model, dataclass or TypedDict
+field by field, ``None`` as a bare confirmation."""
 
 from __future__ import annotations
 
@@ -141,10 +138,8 @@ class ElicitationSpec:
     wrapped: bool
 
     def parse(self, result: dict[str, Any]) -> ElicitationResult:
-        """Turn an ``ElicitResult`` dict into an Accepted/Declined/Cancelled value.
-
-        Raises ``ValueError`` when accepted content does not fit the response type.
-        """
+        """An ``ElicitResult`` dict as an Accepted/Declined/Cancelled value; ``ValueError``
+        when accepted content does not fit the response type."""
         action = result.get("action")
         if action == "decline":
             return DeclinedElicitation()
@@ -166,8 +161,8 @@ class ElicitationSpec:
 
 
 def _cache_key(response_type: Any) -> tuple[Any, str] | None:
-    """How a type is remembered: with its ``repr`` too, since typing's equality ignores order
-    (``Literal["b", "a"] == Literal["a", "b"]``) where the schema keeps it. None: unhashable."""
+    """A type with its ``repr``: typing's equality ignores order (``Literal["b", "a"] ==
+    Literal["a", "b"]``), the schema does not. None: unhashable."""
     try:
         hash(response_type)
     except TypeError:

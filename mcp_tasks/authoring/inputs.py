@@ -1,9 +1,5 @@
-"""What a tool can ask the client: a question, a sampling request, or its roots.
-
-``ctx.elicit``, ``ctx.sample`` and ``ctx.list_roots`` ask one thing; ``ctx.gather_inputs``
-asks several at once (one MRTR round on the modern wire, one ``input_required`` state for a
-task). Each input knows its wire request and how to read the answer.
-"""
+"""What a tool can ask the client (a question, a sampling request, its roots): each input
+knows its wire request and how to read the answer."""
 
 from __future__ import annotations
 
@@ -54,9 +50,7 @@ class ElicitInput:
     @classmethod
     def of(cls, message: str, schema: Any) -> ElicitInput:
         """``schema``: a response type, or a flat ``requestedSchema`` dict."""
-        if isinstance(schema, dict):
-            return cls(message, schema=schema)
-        return cls(message, schema)
+        return cls(message, schema=schema) if isinstance(schema, dict) else cls(message, schema)
 
     def spec(self) -> ElicitationSpec:
         return (

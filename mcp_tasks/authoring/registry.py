@@ -1,13 +1,10 @@
-"""The registry of tools, prompts, resources and completions, and the ``@mcp`` decorators.
-
-Authoring code registers with the module-level :data:`mcp` from an app's ``ready()``::
+"""The registry of tools, prompts, resources and completions, and the ``@mcp`` decorators
+(knowing nothing of HTTP, Channels or rq). Authoring code registers with :data:`mcp`::
 
     from mcp_tasks import mcp, Context
 
     @mcp.tool(task=True)
     async def build_report(quarter: str, ctx: Context) -> str: ...
-
-This module knows nothing about HTTP, Channels or rq.
 """
 
 from __future__ import annotations
@@ -55,8 +52,7 @@ class TaskConfig:
     waits for the task before it answers with a handle (None: ``INLINE_WINDOW``; 0: a
     handle at once). ``for_all_clients``: whether such a client's call runs as a task with a
     handle (None: ``TASKS_FOR_ALL_CLIENTS``; False: as without it, an ``optional`` tool
-    inline and a ``required`` one refused with ``-32021``).
-    """
+    inline and a ``required`` one refused with ``-32021``)."""
 
     mode: TaskMode = "optional"
     ttl: float | None = None
@@ -153,6 +149,15 @@ def _check_concurrency_key(tool: ToolSpec) -> None:
         )
 
 
+def _listed(out: dict[str, Any], **optional: Any) -> dict[str, Any]:
+    """A listing's ``out`` with its ``optional`` fields that are not None, in order."""
+    return out | {key: value for key, value in optional.items() if value is not None}
+
+
+def _icons(icons: list[types.Icon] | None) -> list[dict[str, Any]] | None:
+    return [wire_dict(icon) for icon in icons] if icons else None
+
+
 def _description(fn: Callable[..., Any], description: str | None) -> str:
     return description if description is not None else inspect.cleandoc(fn.__doc__ or "")
 
@@ -195,24 +200,15 @@ class ToolSpec:
 
     def definition(self, *, task_support: bool = False) -> dict[str, Any]:
         """The tool as listed by ``tools/list``."""
-        out: dict[str, Any] = {
-            "name": self.name,
-            "description": self.description,
-            "inputSchema": self.input_schema,
-        }
-        if self.title:
-            out["title"] = self.title
-        if self.metadata.output_schema is not None:
-            out["outputSchema"] = self.metadata.output_schema
-        if self.annotations is not None:
-            out["annotations"] = wire_dict(self.annotations)
-        if self.icons:
-            out["icons"] = [wire_dict(icon) for icon in self.icons]
-        if self.meta:
-            out["_meta"] = self.meta
-        if task_support:
-            out["execution"] = {"taskSupport": self.task.mode}
-        return out
+        return _listed(
+            {"name": self.name, "description": self.description, "inputSchema": self.input_schema},
+            title=self.title or None,
+            outputSchema=self.metadata.output_schema,
+            annotations=None if self.annotations is None else wire_dict(self.annotations),
+            icons=_icons(self.icons),
+            _meta=self.meta or None,
+            execution={"taskSupport": self.task.mode} if task_support else None,
+        )
 
 
 @dataclass
@@ -234,29 +230,24 @@ class PromptSpec:
     def _argument_list(self) -> list[dict[str, Any]]:
         schema = self.metadata.arg_model.model_json_schema(by_alias=True)
         required = set(schema.get("required", []))
-        out = []
-        for name, prop in schema.get("properties", {}).items():
-            argument: dict[str, Any] = {"name": name, "required": name in required}
-            if prop.get("description"):
-                argument["description"] = prop["description"]
-            out.append(argument)
-        return out
+        return [
+            {"name": name, "required": name in required}
+            | ({"description": prop["description"]} if prop.get("description") else {})
+            for name, prop in schema.get("properties", {}).items()
+        ]
 
     def arguments(self) -> list[dict[str, Any]]:
         """The prompt's arguments as ``prompts/list`` shows them."""
         return [dict(argument) for argument in self._argument_list]
 
     def definition(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "arguments": self.arguments()}
-        if self.description:
-            out["description"] = self.description
-        if self.title:
-            out["title"] = self.title
-        if self.icons:
-            out["icons"] = [wire_dict(icon) for icon in self.icons]
-        if self.meta:
-            out["_meta"] = self.meta
-        return out
+        return _listed(
+            {"name": self.name, "arguments": self.arguments()},
+            description=self.description or None,
+            title=self.title or None,
+            icons=_icons(self.icons),
+            _meta=self.meta or None,
+        )
 
 
 _TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -293,21 +284,15 @@ class ResourceSpec:
         return found.groupdict() if found else None
 
     def definition(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name}
-        out["uriTemplate" if self.is_template else "uri"] = self.uri
-        if self.description:
-            out["description"] = self.description
-        if self.title:
-            out["title"] = self.title
-        if self.mime_type:
-            out["mimeType"] = self.mime_type
-        if self.icons:
-            out["icons"] = [wire_dict(icon) for icon in self.icons]
-        if self.annotations is not None:
-            out["annotations"] = wire_dict(self.annotations)
-        if self.meta:
-            out["_meta"] = self.meta
-        return out
+        return _listed(
+            {"name": self.name, "uriTemplate" if self.is_template else "uri": self.uri},
+            description=self.description or None,
+            title=self.title or None,
+            mimeType=self.mime_type or None,
+            icons=_icons(self.icons),
+            annotations=None if self.annotations is None else wire_dict(self.annotations),
+            _meta=self.meta or None,
+        )
 
 
 CompletionFn = Callable[..., Any]
@@ -322,8 +307,6 @@ class MCPServer:
         self.resources: dict[str, ResourceSpec] = {}
         self.templates: dict[str, ResourceSpec] = {}
         self.completions: dict[tuple[str, str], CompletionFn] = {}
-
-    # -- registration ---------------------------------------------------------------------
 
     @staticmethod
     def _check_unique(
@@ -376,8 +359,7 @@ class MCPServer:
         ``input_schema`` replaces the schema derived from the type hints: it is advertised as
         written and arguments are validated against it (JSON Schema 2020-12), then passed to
         the function as keyword arguments. ``permissions`` (Django, for users) and ``scopes``
-        (OAuth, for bearer tokens) restrict who sees and calls it.
-        """
+        (OAuth, for bearer tokens) restrict who sees and calls it."""
         if callable(name):
             raise TypeError("use @mcp.tool() with parentheses")
 
@@ -497,16 +479,11 @@ class MCPServer:
                     f"resource {uri!r}: the URI variables {sorted(variables)} must match the "
                     f"parameters of {fn.__qualname__} {sorted(params)}"
                 )
-            pattern = None
-            if variables:
-                regex = ""
-                for literal, var in zip(
-                    _TEMPLATE_VAR.split(uri)[0::2], [*variables, None], strict=True
-                ):
-                    regex += re.escape(literal)
-                    if var:
-                        regex += f"(?P<{var}>[^/?#]+)"
-                pattern = re.compile(regex)
+            parts = _TEMPLATE_VAR.split(uri)  # literals and variable names, in turn
+            regex = "".join(
+                f"(?P<{part}>[^/?#]+)" if i % 2 else re.escape(part) for i, part in enumerate(parts)
+            )
+            pattern = re.compile(regex) if variables else None
             registry = self.templates if variables else self.resources
             self._check_unique("resource", registry, uri, fn)
             registry[uri] = ResourceSpec(
@@ -541,8 +518,6 @@ class MCPServer:
             return fn
 
         return decorator
-
-    # -- lookup ---------------------------------------------------------------------------
 
     def find_resource(self, uri: str) -> tuple[ResourceSpec, dict[str, str]] | None:
         """The resource or template serving ``uri`` and the template variables."""

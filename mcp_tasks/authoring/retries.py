@@ -1,11 +1,6 @@
-"""Retries of background tasks whose failure is transient.
-
-``TaskConfig(retries=Retry(attempts=3, backoff=2.0, max_delay=60, on=(ConnectionError,)))``
-runs a task again when its tool raises one of ``on``; a tool may ask for another attempt
-itself with ``raise RetryTask(delay=...)``. Between attempts the task stays ``working``
-(its ``statusMessage`` says which attempt comes when) and holds no worker slot; questions
-answered in an earlier attempt are replayed, not asked again.
-"""
+"""Retries of background tasks whose failure is transient (``TaskConfig(retries=Retry(...))``,
+or ``raise RetryTask``): between attempts the task stays ``working`` and holds no worker
+slot; questions answered in an earlier attempt are replayed, not asked again."""
 
 from __future__ import annotations
 
@@ -31,8 +26,7 @@ class Retry:
 
     ``attempts``: runs in all, the first included. ``delay``: seconds before the second;
     each later one waits ``backoff`` times longer, at most ``max_delay``. ``on``: the
-    exception classes that count as transient (``RetryTask`` always does).
-    """
+    exception classes that count as transient (``RetryTask`` always does)."""
 
     attempts: int = 3
     delay: float = 1.0

@@ -1,7 +1,5 @@
-"""Calling registered functions and turning tool returns into ``CallToolResult`` dicts.
-
-Shared by plain calls (the protocol layer) and background tasks (the worker).
-"""
+"""Calling registered functions and turning tool returns into ``CallToolResult`` dicts, for
+plain calls and background tasks."""
 
 from __future__ import annotations
 
@@ -92,10 +90,8 @@ async def run_tool(
     *,
     transient: Callable[[Exception], bool] | None = None,
 ) -> dict[str, Any]:
-    """Run ``tool`` and convert its return value; tool failures become ``isError`` results
-    (:func:`failure_result`), except those ``transient`` picks (a task's retries), which
-    propagate. ``InputRequired``, ``ProtocolError`` and cancellation propagate.
-    """
+    """Run ``tool`` and convert its return value; failures become ``isError`` results
+    except those ``transient`` picks, ``InputRequired``, ``ProtocolError`` and cancellation."""
     if tool.approval is not None and not context.is_background_task:
         # Never run unapproved (check mcp_tasks.E018 reports the set-up that allows it).
         return error_result(

@@ -1,7 +1,4 @@
-"""Django system checks for mcp_tasks (``manage.py check``).
-
-Every message has a stable id (``mcp_tasks.E001`` …) and a hint that says what to do next.
-"""
+"""Django system checks for mcp_tasks: each message has a stable id and a hint."""
 
 from __future__ import annotations
 
@@ -55,9 +52,6 @@ def check_mcp_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
     return messages
 
 
-# -- E001, E013, E014: an ASGI server and application ----------------------------------------------------
-
-
 def _check_asgi_server() -> list[CheckMessage]:
     messages: list[CheckMessage] = []
     apps = list(settings.INSTALLED_APPS)
@@ -102,9 +96,6 @@ def _check_asgi_server() -> list[CheckMessage]:
     return messages
 
 
-# -- E002: channels --------------------------------------------------------------------------
-
-
 def _check_channels() -> list[CheckMessage]:
     if worker_checks.module_available("channels"):
         return []
@@ -116,9 +107,6 @@ def _check_channels() -> list[CheckMessage]:
             id="mcp_tasks.E002",
         )
     ]
-
-
-# -- E003, E015, E016: the MCP_TASKS dict ----------------------------------------------------------------
 
 
 def _check_settings_dict() -> list[CheckMessage]:
@@ -161,8 +149,6 @@ def _settings_error(error: Any) -> CheckMessage:
         id="mcp_tasks.E015",
     )
 
-
-# -- E004, E017: the ASGI application routes the MCP path ------------------------------------------
 
 _WRAPPER_ATTRIBUTES = ("inner", "app", "application", "__wrapped__")
 
@@ -214,9 +200,6 @@ def _check_asgi_route() -> list[CheckMessage]:
     ]
 
 
-# -- E005 / W001: the channel layer ----------------------------------------------------------
-
-
 def _check_channel_layer() -> list[CheckMessage]:
     alias = get_config().CHANNEL_LAYER
     layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
@@ -252,12 +235,7 @@ def _check_channel_layer() -> list[CheckMessage]:
         ]
     if layer.get("BACKEND") != _CORE_REDIS_LAYER:
         return []
-    return [_core_layer_warning(), *_check_redis_read_timeout(layer)]
-
-
-def _core_layer_warning() -> CheckMessage:
-    """W004: RedisChannelLayer can lose a message when a request's read is cancelled."""
-    return CheckWarning(
+    core_layer = CheckWarning(
         "channels_redis' RedisChannelLayer pops the messages of all consumers of a process "
         "from one Redis key; when a request ends while its read holds that key, a message "
         "just popped for another consumer is lost (django/channels_redis#366): under load, "
@@ -268,6 +246,7 @@ def _core_layer_warning() -> CheckMessage:
         ),
         id="mcp_tasks.W004",
     )
+    return [core_layer, *_check_redis_read_timeout(layer)]
 
 
 def _check_redis_read_timeout(layer: dict[str, Any]) -> list[CheckMessage]:
@@ -292,9 +271,6 @@ def _check_redis_read_timeout(layer: dict[str, Any]) -> list[CheckMessage]:
             id="mcp_tasks.W003",
         )
     ]
-
-
-# -- W005: database connections ---------------------------------------------------------------
 
 
 def _check_database_connections() -> list[CheckMessage]:
@@ -322,9 +298,6 @@ def _check_database_connections() -> list[CheckMessage]:
     return messages
 
 
-# -- W002: hosts and origins -----------------------------------------------------------------
-
-
 def _check_hosts() -> list[CheckMessage]:
     if "*" not in settings.ALLOWED_HOSTS:
         return []
@@ -337,9 +310,6 @@ def _check_hosts() -> list[CheckMessage]:
             id="mcp_tasks.W002",
         )
     ]
-
-
-# -- E006: notification mails need the site's URL ----------------------------------------------
 
 
 def _check_notifications() -> list[CheckMessage]:

@@ -34,9 +34,8 @@ def check_approvals() -> list[CheckMessage]:
 
 
 def _check_permissions() -> list[CheckMessage]:
-    """W015: Django creates the permissions the installed models declare (the default
-    ones and ``Meta.permissions``); one named otherwise is usually a typo, and then only
-    superusers could decide."""
+    """W015: a permission no installed model declares is usually a typo (only superusers
+    could decide)."""
     if not apps.is_installed("django.contrib.auth"):
         return []
     declared = declared_permissions()

@@ -1,6 +1,5 @@
-"""System checks of ``MCP_TASKS["METRICS"]``: the package it needs, and the directory that
-lets every process of a host count together. Called from
-:func:`mcp_tasks.checks.check_mcp_tasks`."""
+"""System checks of ``MCP_TASKS["METRICS"]``: its package, and the directory that lets every
+process of a host count together."""
 
 from __future__ import annotations
 

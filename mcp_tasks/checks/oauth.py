@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from urllib.parse import urlsplit
 
 from django.apps import apps
@@ -10,6 +9,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning as CheckWarning
 
 from ..conf import get_config
+from ..core import module_available
 
 DOT_VERIFIER = "mcp_tasks.auth.verifiers.dot.verify"
 JWKS_VERIFIER = "mcp_tasks.auth.verifiers.jwks.verify"
@@ -40,7 +40,7 @@ def check_oauth() -> list[CheckMessage]:
         )
     if verifier == JWKS_VERIFIER:
         missing = [key for key in ("JWT_ISSUER", "JWT_JWKS_URL") if not getattr(config, key)]
-        if missing or importlib.util.find_spec("jwt") is None:
+        if missing or not module_available("jwt"):
             messages.append(
                 Error(
                     f"TOKEN_VERIFIER is {JWKS_VERIFIER!r} but "

@@ -1,33 +1,22 @@
-"""System checks of the Redis every user in mcp_tasks connects to: the task queues
-(``RQ_QUEUES``, as django-rq reads them) and the channel layer (its ``hosts``, as
-channels_redis reads them), read by :mod:`mcp_tasks.core.redis_clients` without connecting.
-Called from :func:`mcp_tasks.checks.check_mcp_tasks`.
-
-- ``mcp_tasks.E019``: a Redis user's settings cannot work (Sentinels without a master
-  name, a master name without Sentinels, a URL and Sentinel keys together…).
-- ``mcp_tasks.W016``: some users follow a Sentinel service and others a fixed address (or
-  another Sentinel service): a failover moves only some of them.
-"""
+"""System checks of the task queues' and the channel layer's Redis settings, read without
+connecting: E019, settings that cannot work; W016, users that do not all follow the same
+Sentinel service (a failover would move only some)."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning as CheckWarning
 
-from ..authoring.registry import mcp
 from ..conf import get_config
 from ..core.redis_clients import RedisTarget, describe_all, layer_targets, queue_target
+from .workers import task_queues
 
 
 def _queue_names() -> list[str]:
     """The queues task jobs go to (``TASK_QUEUE`` and the tools' own), when configured."""
-    names = [get_config().TASK_QUEUE]
-    for tool in mcp.tools.values():
-        if tool.task.mode != "forbidden" and tool.task.queue and tool.task.queue not in names:
-            names.append(tool.task.queue)
     queues = getattr(settings, "RQ_QUEUES", None)
     known = set(queues) if isinstance(queues, dict) else set()
-    return [name for name in names if name in known]  # a missing one is E012
+    return [name for name in task_queues() if name in known]  # a missing one is E012
 
 
 def redis_users() -> list[RedisTarget]:

@@ -1,7 +1,5 @@
-"""E021: a tool whose signature cannot become its argument model and input schema.
-
-Tools build those models on first use (a process that never calls a tool never pays for
-it); this check builds them all, so a bad signature is still reported at start-up."""
+"""E021: a tool whose signature cannot become its argument model and input schema (built
+lazily by tools, so this check builds them all at start-up)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """System checks of what runs background tasks: the worker class, the queues, embedded
-mode's packages, and the settings a worker needs beside the ASGI process (its channel layer,
-SQLite under several threads). Called from :func:`mcp_tasks.checks.check_mcp_tasks`."""
+mode's packages, the channel layer and SQLite a worker shares."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +12,7 @@ from django.utils.module_loading import import_string
 
 from ..authoring.registry import mcp
 from ..conf import get_config
+from ..core import module_available as module_available  # tests patch it here
 from ..core.db import SQLITE_OPTIONS as _SQLITE_OPTIONS
 from ..tasks.worker.task_worker import takes_task_jobs
 
@@ -36,21 +35,10 @@ def check_workers() -> list[CheckMessage]:
     return messages
 
 
-def module_available(name: str) -> bool:
-    """Whether ``name`` can be imported (without importing it)."""
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def _layer_backend() -> Any:
     layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
     layer = layers.get(get_config().CHANNEL_LAYER) if isinstance(layers, dict) else None
     return layer.get("BACKEND") if isinstance(layer, dict) else None
-
-
-# -- W007: workers that take task jobs -------------------------------------------------------
 
 
 def _check_worker_class() -> list[CheckMessage]:
@@ -82,8 +70,6 @@ def _check_worker_class() -> list[CheckMessage]:
     ]
 
 
-# -- E011: embedded mode's packages ------------------------------------------------------------
-
 #: The modules embedded mode imports (tasks/embedded.py): an in-process Redis, and the Lua
 #: runtime its scripts (rq's, the fair queue's) run on.
 _EMBEDDED_MODULES = {"fakeredis": "fakeredis", "lupa": "lupa (fakeredis[lua])"}
@@ -105,9 +91,6 @@ def _check_embedded_packages() -> list[CheckMessage]:
     ]
 
 
-# -- W008: embedded mode's channel layer -------------------------------------------------------
-
-
 def _check_embedded_layer() -> list[CheckMessage]:
     """Channels' in-memory layer keeps asyncio queues of one event loop: the embedded
     worker's thread, on another loop, cannot use it safely."""
@@ -125,9 +108,6 @@ def _check_embedded_layer() -> list[CheckMessage]:
             id="mcp_tasks.W008",
         )
     ]
-
-
-# -- W010: worker processes and an in-process channel layer ------------------------------------
 
 
 def _check_worker_layer() -> list[CheckMessage]:
@@ -150,17 +130,19 @@ def _check_worker_layer() -> list[CheckMessage]:
     ]
 
 
-# -- E012: the queues tasks go to --------------------------------------------------------------
+def task_queues() -> dict[str, str]:
+    """Every queue a task can go to (``TASK_QUEUE`` first), with the setting that names it."""
+    wanted = {get_config().TASK_QUEUE: "MCP_TASKS['TASK_QUEUE']"}
+    for tool in mcp.tools.values():
+        if tool.task.mode != "forbidden" and tool.task.queue:
+            wanted.setdefault(tool.task.queue, f"tool {tool.name!r}'s TaskConfig(queue=...)")
+    return wanted
 
 
 def _check_queues() -> list[CheckMessage]:
     """Every queue a task can go to is in ``RQ_QUEUES``."""
     queues = getattr(settings, "RQ_QUEUES", None)
     known = set(queues) if isinstance(queues, dict) else set()
-    wanted = {get_config().TASK_QUEUE: "MCP_TASKS['TASK_QUEUE']"}
-    for tool in mcp.tools.values():
-        if tool.task.mode != "forbidden" and tool.task.queue:
-            wanted.setdefault(tool.task.queue, f"tool {tool.name!r}'s TaskConfig(queue=...)")
     return [
         Error(
             f"RQ_QUEUES has no {name!r} queue, which {source} names: its tasks could not be "
@@ -172,18 +154,14 @@ def _check_queues() -> list[CheckMessage]:
             ),
             id="mcp_tasks.E012",
         )
-        for name, source in wanted.items()
+        for name, source in task_queues().items()
         if name not in known
     ]
 
 
-# -- W009: SQLite under several threads ----------------------------------------------------
-
-
 def _check_sqlite() -> list[CheckMessage]:
-    """A SQLite file that task workers (threads or processes) share with the ASGI server
-    needs to wait for locks, take the write lock up front, and let readers run beside a
-    writer; without it, writes fail with 'database is locked' or wait seconds."""
+    """W009: a SQLite file workers share needs to wait for locks, take the write lock up
+    front and let readers run beside a writer."""
     database = settings.DATABASES.get("default", {})
     if database.get("ENGINE") != "django.db.backends.sqlite3" or _in_memory(database):
         return []

@@ -1,23 +1,15 @@
 """uvicorn HTTP protocols that refuse a connection which waited too long to be accepted.
 
-A process given more CPU-bound requests than it can serve does not see the excess: uvicorn
-with uvloop takes new connections from the kernel about as fast as it serves them (libuv
-accepts one per event-loop iteration), so the rest waits in the listening socket's accept
-queue, unseen by the application, for up to ``--backlog`` ÷ the process's rate. These
-protocols read, when a connection is accepted, how long ago the kernel last heard from it
-(``TCP_INFO``'s ``tcpi_last_data_recv``: the moment its request arrived, or its handshake
-completed if it has sent nothing yet). Past ``MAX_ACCEPT_WAIT`` seconds the connection is
-answered at once with HTTP 503, ``Retry-After`` and a JSON-RPC error (``-32000``, the same
-refusal as :mod:`.admission`'s), without running the application, and the other late
-connections of the queue with it. Refusing costs a small part of serving, so the process
-catches up with its queue and a served request has waited at most about
-``MAX_ACCEPT_WAIT``. Use it with ``--http``::
+An overloaded process never sees the excess: it waits in the kernel's accept queue (uvloop
+accepts one connection per loop iteration). On accepting one, these protocols read how long
+ago the kernel last heard from it (``TCP_INFO``'s ``tcpi_last_data_recv``); past
+``MAX_ACCEPT_WAIT`` they answer it and the queue's other late connections with the 503 of
+:mod:`mcp_tasks.transport.admission`, without running the application, so the process
+catches up. Linux only (elsewhere every connection is served)::
 
     uvicorn project.asgi:application --http mcp_tasks.contrib.uvicorn_http:HttpToolsProtocol
 
-(``H11Protocol`` for uvicorn's pure-Python parser). Linux only: elsewhere the wait cannot be
-read and every connection is served.
-"""
+(``H11Protocol`` for uvicorn's pure-Python parser.)"""
 
 from __future__ import annotations
 
@@ -34,9 +26,8 @@ from ..conf import get_config
 from ..core.background import in_background
 from ..transport.admission import admission
 
-#: Byte offset of ``tcpi_last_data_recv`` (milliseconds, u32) in Linux's ``struct tcp_info``:
-#: eight one-byte fields, then rto, ato, snd_mss, rcv_mss, unacked, sacked, lost, retrans,
-#: fackets, last_data_sent, last_ack_sent (u32 each).
+#: Byte offset of ``tcpi_last_data_recv`` (ms, u32) in Linux's ``struct tcp_info``: eight
+#: one-byte fields, then 11 u32 fields (rto … last_ack_sent).
 _LAST_DATA_RECV_OFFSET = 8 + 11 * 4
 _TCP_INFO = getattr(socket, "TCP_INFO", None)
 #: Seconds a refused connection is kept open to read what the client still sends (closing a
@@ -107,9 +98,8 @@ _listener_fds: dict[tuple[int, int], int] = {}
 
 
 def listener_of(sock: Any) -> socket.socket | None:
-    """A duplicate of the listening socket of this process that accepted ``sock`` (the
-    caller closes it: a duplicate kept open would keep the port listening while uvicorn
-    shuts down), or ``None``."""
+    """A duplicate of this process's listening socket that accepted ``sock``, or ``None``
+    (the caller closes it, else the port keeps listening at shutdown)."""
     host, port = sock.getsockname()[:2]
     key = (sock.family, port)
     fd = _listener_fds.get(key)
@@ -154,13 +144,8 @@ def _listening(fd: int, family: int, host: str, port: int) -> socket.socket | No
 
 
 class RefuseLateConnections:
-    """Mixin for a uvicorn HTTP protocol: answer 503 to a connection accepted too late.
-
-    A late connection means the accept queue is backed up, and uvloop takes one connection
-    from it per event-loop iteration: so the protocol then empties the queue itself, refusing
-    every connection that waited too long, up to the first that did not, which it hands to
-    uvicorn like any other.
-    """
+    """Mixin for a uvicorn HTTP protocol: answer 503 to a connection accepted too late, then
+    empty the backed-up queue itself up to the first connection that waited less."""
 
     transport: asyncio.Transport
     config: Any

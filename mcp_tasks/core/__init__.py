@@ -1,3 +1,12 @@
-"""The base every layer stands on: JSON-RPC envelopes, the ORM from async code, background
-coroutines, channel-layer group names, the task contract, and freezing start-up objects
-out of the cyclic garbage collector."""
+"""The base every layer stands on: JSON-RPC, the ORM from async code, background
+coroutines, group names, the task contract and the hooks."""
+
+import importlib.util
+
+
+def module_available(name: str) -> bool:
+    """Whether ``name`` can be imported (without importing it)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False

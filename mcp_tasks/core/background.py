@@ -1,8 +1,5 @@
-"""Coroutines run in the background of the running event loop.
-
-asyncio keeps only a weak reference to a task: one that nobody holds can be collected before
-it ends. :func:`in_background` holds it until it ends, and logs its failure.
-"""
+"""Background coroutines, held until they end (asyncio keeps only a weak reference to a
+task) and their failures logged."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
-"""``db(fn)``: run a synchronous ORM function from async code, in Django's thread for sync
-code, with connection hygiene (what Channels' ``database_sync_to_async`` does, without
-importing Channels into the lower layers).
-
-Connections persist when the project sets ``CONN_MAX_AGE`` (every ORM call of a process
-runs on that one thread, so one connection serves them all). Each call is a "request" to
-Django's connection handling: a connection that raised or grew too old is closed after
-it. ``CONN_HEALTH_CHECKS`` would ping the database before every call; here only a
-connection idle for more than :data:`IDLE_CHECK_AFTER` seconds is pinged first. One its
-server closed meanwhile (restarting, replaced at the same address) is replaced before the
-call (:func:`quiet`), so a restart costs no call its answer.
-"""
+"""``db(fn)``: run a synchronous ORM function from async code in Django's thread, with the
+connection hygiene of Channels' ``database_sync_to_async`` (each call is a "request" to
+Django's connection handling). ``CONN_HEALTH_CHECKS`` pings only a connection idle for
+:data:`IDLE_CHECK_AFTER` s, and one its server closed is replaced before the call
+(:func:`quiet`), so a database restart costs no call its answer."""
 
 from __future__ import annotations
 
@@ -51,9 +44,8 @@ def calling_loop() -> asyncio.AbstractEventLoop | None:
 
 
 def _check_idle_connections_only() -> None:
-    """Django's health check pings before every call: mark recently used connections as
-    checked, so that only one idle for :data:`IDLE_CHECK_AFTER` seconds is pinged, or one
-    whose server has said something since it was last used (:func:`quiet`)."""
+    """Mark recently used connections as health-checked: Django pings only those idle for
+    :data:`IDLE_CHECK_AFTER` s."""
     now = time.monotonic()
     last = getattr(_caller, "used_at", None)
     _caller.used_at = now
@@ -65,9 +57,8 @@ def _check_idle_connections_only() -> None:
 
 
 def _drop_closed_connections() -> None:
-    """Close the kept connections their server closed since they were last used (it
-    restarted, crashed, or another server took its address): the call connects afresh
-    instead of failing on them. Whatever ``CONN_HEALTH_CHECKS`` says; no round trip."""
+    """Close the kept connections their server closed since their last use, so the call
+    connects afresh instead of failing (no round trip)."""
     for connection in connections.all(initialized_only=True):
         raw = connection.connection
         if raw is not None and not connection.in_atomic_block and not quiet(raw):
@@ -76,10 +67,8 @@ def _drop_closed_connections() -> None:
 
 
 def quiet(raw: Any) -> bool:
-    """Whether an idle psycopg 3 connection has nothing to read: no word from its server
-    since it was last used. A server that shut down, crashed or was replaced closed it,
-    most often with a last message, so its socket reads at once. A look at the socket, no
-    round trip. Other drivers: True (nothing is known)."""
+    """Whether an idle psycopg 3 connection's socket has nothing to read (a server that went
+    away closed it, most often with a last message); True for other drivers."""
     pgconn = getattr(raw, "pgconn", None)
     if pgconn is None:
         return True
@@ -102,8 +91,7 @@ def _run(loop: asyncio.AbstractEventLoop, fn: Callable[..., R], args: Any, kwarg
         _caller.loop = None
 
 
-#: One ``sync_to_async`` for every ``db()`` call: building one per call (it wraps and
-#: inspects the function) cost more than a primary-key query.
+#: One ``sync_to_async`` for every ``db()`` call: building one cost more than a query.
 _in_thread = sync_to_async(_run, thread_sensitive=True)
 
 
@@ -119,10 +107,8 @@ def db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
 
 @functools.cache
 def unreachable_errors() -> tuple[type[BaseException], ...]:
-    """What a database that cannot be reached for now raises (restarting, its primary being
-    replaced, a connection it dropped): Django's ``OperationalError`` and
-    ``InterfaceError``, and psycopg's own (the statements sent from an event loop,
-    :mod:`mcp_tasks.tasks.state.loop_database`)."""
+    """What an unreachable database raises: Django's ``OperationalError`` and
+    ``InterfaceError``, and psycopg's own (:mod:`mcp_tasks.tasks.state.loop_database`)."""
     errors: list[type[BaseException]] = [OperationalError, InterfaceError]
     try:
         import psycopg
@@ -134,11 +120,9 @@ def unreachable_errors() -> tuple[type[BaseException], ...]:
 
 
 async def persistently(call: Callable[[], Awaitable[R]], within: float, what: str) -> R:
-    """``await call()``, again while the database cannot be reached (backing off from
-    0.1 s to 2 s; each try on a new connection: Django closes one that failed after the
-    call) for up to ``within`` seconds; then its error. For writes that are safe to send
-    twice (conditional updates, a transaction that finds what it wrote): a try whose commit
-    went through but whose answer was lost is harmless. ``what`` names it in the log."""
+    """``await call()``, again while the database is unreachable (backing off from 0.1 s to
+    2 s, on new connections) for up to ``within`` s; then its error. Only for writes safe
+    to send twice (a commit whose answer was lost). ``what`` names it in the log."""
     deadline = time.monotonic() + within
     pause = 0.1
     while True:
@@ -160,9 +144,8 @@ async def persistently(call: Callable[[], Awaitable[R]], within: float, what: st
 
 
 def in_memory_sqlite(alias: str = "default") -> bool:
-    """Whether the database ``alias`` is SQLite in memory (Django's default test database for
-    SQLite): its connections share it with table locks that fail at once instead of waiting
-    ("database table is locked"), so no other thread may write beside them."""
+    """Whether the database ``alias`` is SQLite in memory, whose table locks fail at once
+    ("database table is locked"): no other thread may write beside it."""
     name = connections[alias].settings_dict.get("NAME")
     return connections[alias].vendor == "sqlite" and (
         not name or str(name) == ":memory:" or "mode=memory" in str(name)

@@ -1,14 +1,6 @@
-"""Keep the cyclic garbage collector off the objects every process makes at start-up.
-
-A loaded process promotes many short-lived objects (a request's, a job's) to the oldest
-generation before they die, so Python runs full collections every few seconds, and each
-one walks every object alive: Django, the app's modules, the registered tools, pydantic's
-schemas (the README's "Settings", ``GC_FREEZE``, has the figures).
-:func:`freeze_startup_objects` collects once and then moves everything alive into the
-permanent generation (``gc.freeze()``): full collections then walk only what was made
-since. Start-up objects that
-later become cyclic garbage are not reclaimed; they are few, and made once.
-"""
+"""Keep the cyclic garbage collector off start-up objects: a loaded process runs full
+collections every few seconds, each walking Django, the modules, the tools and pydantic's
+schemas; after ``gc.freeze()`` they walk only what was made since (``GC_FREEZE``)."""
 
 from __future__ import annotations
 

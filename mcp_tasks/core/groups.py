@@ -31,10 +31,8 @@ def call_group(session_id: str, request_id: Any) -> str:
     return f"mcp_tasks.call.{_digest(session_id, request_id)}"
 
 
-#: Task changes go to one of this many shard groups. Whoever watches a task joins its shard
-#: and drops the changes of the shard's other tasks: a process joins a shard once for all
-#: the tasks its requests wait on (:mod:`mcp_tasks.transport.task_watcher`), and a change
-#: is one message, whoever watches.
+#: Task changes go to one of this many shard groups: a watcher joins a task's shard (a
+#: process once for all its waits) and drops the other tasks' changes.
 TASK_SHARDS = 64
 
 

@@ -1,8 +1,4 @@
-"""JSON-RPC 2.0: the envelopes and error codes every layer writes (a leaf: it imports no other module of the package).
-
-Each message the server sends is built here, so the ``"jsonrpc": "2.0"`` member and the
-shape of an error object are written once.
-"""
+"""JSON-RPC 2.0: the envelopes and error codes every layer writes (a leaf module)."""
 
 from __future__ import annotations
 

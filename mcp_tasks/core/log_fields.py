@@ -1,10 +1,5 @@
-"""Structured fields of the log lines about a task: ``task_id``, ``tool`` and ``principal``.
-
-mcp_tasks passes them as ``extra`` on every log line it writes about a task, and a job in
-the worker sets them for its whole run, so that :class:`TaskFields`, added to a handler,
-puts them on every line written meanwhile, the tool's own logging included. A JSON
-formatter then shows them as fields (README "Logging").
-"""
+"""The ``task_id``, ``tool`` and ``principal`` fields of log lines about a task: passed as
+``extra``, and added by :class:`TaskFields` to every line written while a job runs."""
 
 from __future__ import annotations
 

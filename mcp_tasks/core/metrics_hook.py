@@ -1,11 +1,5 @@
-"""Where the engine and the transport report what metrics count: a hook, filled at start-up.
-
-With ``MCP_TASKS["METRICS"]`` off (the default) :data:`recorder` is None and every caller
-skips its report with one ``if``: no import, no call, no allocation. With it on,
-:mod:`mcp_tasks.metrics` installs its recorder here (:func:`install`); the callers then
-hand it plain values (tool names, statuses, seconds), so neither the task engine nor the
-transport knows Prometheus.
-"""
+"""The metrics hook: :data:`recorder` is None while ``METRICS`` is off (callers skip their
+report with one ``if``), else :mod:`mcp_tasks.metrics`'s, handed plain values."""
 
 from __future__ import annotations
 

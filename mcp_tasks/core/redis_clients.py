@@ -1,30 +1,11 @@
-"""Where every Redis client of mcp_tasks comes from, read from the settings a site already
-writes for the two libraries it runs on: django-rq's ``RQ_QUEUES`` (the task queues: ``URL``,
-``HOST``/``PORT``, ``UNIX_SOCKET_PATH``, or ``SENTINELS`` with ``MASTER_NAME``,
-``SENTINEL_KWARGS``, ``SOCKET_TIMEOUT``, ``CONNECTION_KWARGS``…) and channels_redis' ``hosts``
-(the channel layer: a URL, ``(host, port)``, a dict with ``address``, or a dict with
-``sentinels`` and ``master_name``). A site that runs Redis Sentinel writes it once per
-library, as each library documents; every user in mcp_tasks follows it:
-
-- the task queues' **synchronous** clients (enqueueing from Django's thread, the rq workers,
-  the fair queue, the live admin's mark) are django-rq's own (:func:`queue_client`), the
-  very client ``manage.py rqworker`` hands its worker;
-- their **async** twins (a new task's job queued from an ASGI process's event loop,
-  :mod:`mcp_tasks.tasks.queues.loop_redis`) are built here from the same ``RQ_QUEUES`` entry
-  (:func:`queue_async_client`), read as django-rq reads it;
-- the channel layer's Redis, for what the process bus keeps beside the layer
-  (:mod:`mcp_tasks.transport.process_bus`), is built here from the layer's first host
-  (:func:`layer_async_client`), read as channels_redis reads it.
-
-A Sentinel client asks the Sentinels for the master when it connects, and again after the
-master it used went away or turned replica, so each user follows a failover on its own. The
-async clients built here also retry a failed command (:data:`RETRIES`) unless the settings
-say how (a ``retry`` among the connection arguments), and what a request or a task waits on
-(a new task's job, a question's announcement) is tried again for up to
-``REDIS_FAILOVER_WAIT`` seconds (:func:`riding_out`). :func:`queue_target` and
-:func:`layer_targets` describe the settings without connecting; the system checks compare
-them (``mcp_tasks.E019``, ``mcp_tasks.W016``).
-"""
+"""Every Redis client of mcp_tasks, read from the settings of the two libraries it runs on,
+as each reads them: django-rq's ``RQ_QUEUES`` (the task queues: the synchronous clients are
+django-rq's own, :func:`queue_client`; their async twins are built here,
+:func:`queue_async_client`) and channels_redis' ``hosts`` (the process bus's client,
+:func:`layer_async_client`). Sentinel clients follow a failover on their own; async clients
+retry a command (:data:`RETRIES`) and callers that wait ride out longer outages
+(:func:`riding_out`). ``*_target(s)`` describe the settings without connecting (checks
+E019, W016)."""
 
 from __future__ import annotations
 
@@ -47,11 +28,8 @@ from ..conf import get_config
 
 R = TypeVar("R")
 
-#: What a command of an async client built here does when its connection fails (a master
-#: killed, a Sentinel failover under way): up to 4 more tries, 0.05, 0.1, 0.2 and 0.4 s
-#: apart, each on a new connection (with Sentinel: to the master the Sentinels name then).
-#: Longer outages are ridden out by the callers that wait on Redis (:func:`riding_out`,
-#: up to ``REDIS_FAILOVER_WAIT``).
+#: More tries of a failed command of an async client built here (0.05 to 0.4 s apart, each
+#: on a new connection: with Sentinel, to the master named then).
 RETRIES = 4
 
 
@@ -62,12 +40,9 @@ def retry() -> redis.asyncio.retry.Retry:
 
 @dataclass(frozen=True)
 class RedisTarget:
-    """One Redis user's connection settings, as its library reads them.
-
-    ``sentinels`` and ``master_name`` are set for a Sentinel service (then ``url`` is None);
-    otherwise ``url`` (or ``kwargs`` with host and port, or a unix socket) names a fixed
-    address. ``problem`` says why the settings cannot work (None: they can), ``where`` where
-    they are written (for messages)."""
+    """One Redis user's connection settings: a Sentinel service (``sentinels``,
+    ``master_name``) or a fixed address (``url`` or ``kwargs``); ``problem``: why they cannot
+    work (None: they can); ``where``: where they are written."""
 
     where: str
     url: str | None = None
@@ -101,18 +76,15 @@ def _sentinel_addresses(value: Any) -> tuple[tuple[str, int], ...] | None:
     """``[(host, port), ...]`` as written, or None when it is not a list of such pairs."""
     if not isinstance(value, (list, tuple)) or not value:
         return None
-    found = []
-    for entry in value:
-        if not isinstance(entry, (list, tuple)) or len(entry) != 2:
-            return None
-        host, port = entry
-        if not isinstance(host, str) or not isinstance(port, int):
-            return None
-        found.append((host, port))
-    return tuple(found)
-
-
-# -- django-rq's RQ_QUEUES --------------------------------------------------------------------
+    if not all(
+        isinstance(entry, (list, tuple))
+        and len(entry) == 2
+        and isinstance(entry[0], str)
+        and isinstance(entry[1], int)
+        for entry in value
+    ):
+        return None
+    return tuple((host, port) for host, port in value)
 
 
 def queue_target(name: str) -> RedisTarget:
@@ -205,9 +177,6 @@ def queue_async_client(name: str) -> redis.asyncio.Redis | None:
     return async_client(target)
 
 
-# -- channels_redis' hosts ----------------------------------------------------------------------
-
-
 def layer_targets(alias: str) -> list[RedisTarget]:
     """The Redis servers of ``CHANNEL_LAYERS[alias]`` as channels_redis reads its ``hosts``
     (``channels_redis.utils.decode_hosts`` and ``create_pool``); [] for a layer that is not
@@ -272,9 +241,6 @@ def layer_async_client(alias: str) -> redis.asyncio.Redis | None:
     return async_client(targets[0])
 
 
-# -- building -----------------------------------------------------------------------------------
-
-
 def async_client(target: RedisTarget) -> redis.asyncio.Redis:
     """A ``redis.asyncio`` client of ``target``; a Sentinel service's follows its master."""
     assert target.problem is None and not target.foreign, target
@@ -290,20 +256,16 @@ def async_client(target: RedisTarget) -> redis.asyncio.Redis:
         client: redis.asyncio.Redis = sentinel.master_for(target.master_name, **kwargs)
         return client
     if target.url is not None:
-        return redis.asyncio.Redis.from_url(target.url, **_without_none(kwargs, "db"))
+        if kwargs.get("db") is None:  # from_url keeps the URL's then
+            kwargs.pop("db", None)
+        return redis.asyncio.Redis.from_url(target.url, **kwargs)
     if target.pool_kwargs:
         return redis.asyncio.Redis(connection_pool=redis.asyncio.ConnectionPool(**kwargs))
     return redis.asyncio.Redis(**kwargs)
 
 
-def _without_none(kwargs: dict[str, Any], *names: str) -> dict[str, Any]:
-    """``kwargs`` less the ``names`` whose value is None (from_url keeps the URL's then)."""
-    return {key: value for key, value in kwargs.items() if not (key in names and value is None)}
-
-
-#: Errors of a Redis that cannot be reached for now (restarting, failing over). A
-#: ``READONLY`` reply comes from a master demoted to replica behind the same address (a
-#: managed Redis that fails over behind one name): new connections find the new master.
+#: Errors of a Redis unreachable for now (restarting, failing over; ``READONLY``: a master
+#: demoted behind the same address, where new connections find the new one).
 UNREACHABLE = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,

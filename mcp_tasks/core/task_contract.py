@@ -1,8 +1,5 @@
-"""What the protocol layer hands the task engine, and the errors it gets back.
-
-Both layers import this module; neither imports the other (the protocol reaches the engine
-through :class:`mcp_tasks.protocol.ports.TaskEngine`, wired up in :mod:`mcp_tasks.asgi`).
-"""
+"""What the protocol layer hands the task engine, and the errors it gets back (both import
+this module, neither the other)."""
 
 from __future__ import annotations
 
@@ -30,14 +27,9 @@ class QuotaExceeded(Exception):  # noqa: N818
 
 @dataclass(frozen=True)
 class Caller:
-    """Who a task runs for: what its creating request said of the caller and its client,
-    kept in the task's snapshot and restored for each of its jobs and for a retry.
-
-    Made from a request by :meth:`mcp_tasks.protocol.request.RequestInfo.caller` and from a
-    stored task by :func:`mcp_tasks.tasks.state.lifecycle.stored_caller`. ``access_token`` and
-    ``headers`` are the secrets: sealed at rest (``MCP_TASKS["SNAPSHOT_HEADERS"]`` names the
-    headers kept).
-    """
+    """Who a task runs for, as its creating request said, kept in the task's snapshot for
+    its jobs and retries. ``access_token`` and ``headers`` (``SNAPSHOT_HEADERS``) are
+    sealed at rest."""
 
     era: str
     protocol_version: str

@@ -1,10 +1,5 @@
-"""Where the transport and the task engine open their trace spans: a hook, filled at start-up.
-
-With ``MCP_TASKS["TRACING"]`` off (the default), or ``opentelemetry`` not installed,
-:data:`tracer` is None and every caller skips its span with one ``if``: no import, no call.
-With it on, :mod:`mcp_tasks.tracing` installs its tracer here (:func:`install`); the callers
-hand it plain values (methods, tool names, ids), so neither layer knows OpenTelemetry.
-"""
+"""The trace hook: :data:`tracer` is None while ``TRACING`` is off (callers skip their span
+with one ``if``), else :mod:`mcp_tasks.tracing`'s, handed plain values."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The metrics each process counts, named ``mcp_tasks_*`` (README "Metrics").
-
-With ``PROMETHEUS_MULTIPROC_DIR`` set (before ``prometheus_client`` is first imported),
-every value lives in that directory, one file per process, and a scrape of any process adds
-up all of them (:func:`scrape_registry`); without it, each process serves its own.
-"""
+"""The ``mcp_tasks_*`` metrics. With ``PROMETHEUS_MULTIPROC_DIR`` set (before
+``prometheus_client`` is imported) a scrape adds up every process's; else each serves its own."""
 
 from __future__ import annotations
 

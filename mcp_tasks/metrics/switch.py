@@ -1,18 +1,14 @@
-"""Turns metrics on or off in this process (start-up and ``setting_changed``).
-
-Nothing here imports ``prometheus_client``: the recorder that does is loaded by name, only
-when ``MCP_TASKS["METRICS"]`` is on and the package is installed.
-"""
+"""Turns metrics on or off in this process (start-up and ``setting_changed``), importing
+``prometheus_client`` only when ``METRICS`` is on and it is installed."""
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any, Protocol
 
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from ..core import metrics_hook
+from ..core import metrics_hook, module_available
 
 #: Loaded by name: it imports prometheus_client.
 RECORDER = "mcp_tasks.metrics.recorder.PrometheusRecorder"
@@ -38,10 +34,7 @@ def wanted() -> bool:
 
 def available() -> bool:
     """Whether ``prometheus_client`` can be imported (without importing it)."""
-    try:
-        return importlib.util.find_spec("prometheus_client") is not None
-    except (ImportError, ValueError):
-        return False
+    return module_available("prometheus_client")
 
 
 def connect(**kwargs: Any) -> None:

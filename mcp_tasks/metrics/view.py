@@ -1,8 +1,5 @@
-"""``/metrics``: every metric in Prometheus' text format (README "Metrics").
-
-404 while metrics are off in this process; with ``MCP_TASKS["METRICS_TOKEN"]`` set, 401
-without ``Authorization: Bearer <token>``.
-"""
+"""``/metrics`` in Prometheus' text format: 404 while metrics are off; with
+``METRICS_TOKEN`` set, 401 without ``Authorization: Bearer <token>``."""
 
 from __future__ import annotations
 

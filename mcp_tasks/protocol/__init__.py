@@ -1,8 +1,6 @@
-"""The MCP protocol layer: decoded messages in, responses out, for both eras.
-
-It imports no Channels, HTTP or ORM code: the transport hands it a :class:`RequestInfo` and
-a :class:`Sink`; it reaches tasks through the :class:`~.ports.TaskEngine` it is given.
-"""
+"""The MCP protocol layer of both eras, free of Channels, HTTP and ORM code: the transport
+hands it a :class:`RequestInfo` and a :class:`Sink`; tasks come through a
+:class:`~.ports.TaskEngine`."""
 
 from .dispatch import Dispatcher, kind_of, legacy_request_info, modern_request_info, parse_body
 from .request import RequestInfo, SessionHandle, Sink

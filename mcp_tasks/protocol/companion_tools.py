@@ -1,18 +1,11 @@
-"""The companion tools: check, answer, cancel and list the caller's tasks, for clients
-without the tasks extension (:mod:`.task_handles`). Listed only to such clients, and only
-beside a task tool they may use; their descriptions are written for a model to follow.
-
-Each is the tasks API seen through a tool: the same engine, the one answer path, the same
-scoping (a task that is unknown, expired, someone else's, or of a tool the caller may no
-longer use is "not found", one answer for all). Mistakes come back as ``isError`` results
-that say what to do, so that a model can correct itself.
-"""
+"""The companion tools (check, answer, cancel, list the caller's tasks) for clients without
+the tasks extension, beside a task tool they may use: the tasks API through tools, scoped
+the same way, with ``isError`` results that tell a model how to correct itself."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..auth.permissions import allowed
@@ -154,12 +147,6 @@ def _response(question: QuestionView, answer: Any, action: str) -> dict[str, Any
     return {"action": "accept", "content": content}
 
 
-Role = Callable[
-    ["CompanionTools", MCPServer, RequestInfo, Sink, dict[str, Any]],
-    Coroutine[Any, Any, dict[str, Any]],
-]
-
-
 class CompanionTools:
     """The four tools (see the module docstring), over :class:`.TaskHandles`."""
 
@@ -170,10 +157,9 @@ class CompanionTools:
     def role_of(self, name: str) -> str | None:
         """``check``, ``answer``, ``cancel`` or ``list`` for a companion tool's name."""
         names = companion_names()
-        for role in ("check", "answer", "cancel", "list"):
-            if getattr(names, role) == name:
-                return role
-        return None
+        return next(
+            (r for r in ("check", "answer", "cancel", "list") if getattr(names, r) == name), None
+        )
 
     def definitions(self) -> list[dict[str, Any]]:
         return definitions(companion_names(), float(get_config().CHECK_WAIT))
@@ -190,8 +176,8 @@ class CompanionTools:
                 'Pass "task_id": the task_id (a string) that a tool\'s result gave. Call '
                 f"`{companion_names().list}` to see your unfinished tasks."
             )
-        handler: Role = _ROLES[role]
-        return await handler(self, server, info, sink, params)
+        result: dict[str, Any] = await getattr(self, role)(server, info, sink, params)
+        return result
 
     async def _task(
         self, server: MCPServer, info: RequestInfo, arguments: dict[str, Any]
@@ -350,11 +336,3 @@ class CompanionTools:
         ]
         lines.append(f'Call `{names.check}` with {{"task_id": ...}} to follow one.')
         return _text("\n".join(lines), {"tasks": summaries})
-
-
-_ROLES: dict[str, Role] = {
-    "check": CompanionTools.check,
-    "answer": CompanionTools.answer,
-    "cancel": CompanionTools.cancel,
-    "list": CompanionTools.list,
-}

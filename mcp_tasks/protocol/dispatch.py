@@ -1,10 +1,6 @@
-"""The protocol layer's entry point: a request body in, a JSON-RPC response out.
-
-The transport decides the era (``MCP-Protocol-Version`` header), resolves the caller and,
-for the legacy era, the session. Here: decoding and checking the message
-(:func:`parse_body`, :func:`kind_of`), describing the request (:func:`modern_request_info`,
-:func:`legacy_request_info`), and running it (:class:`Dispatcher`).
-"""
+"""The protocol layer's entry point: decode and check a message (:func:`parse_body`,
+:func:`kind_of`), describe the request (``*_request_info``) and run it (:class:`Dispatcher`).
+The transport decides the era and resolves the caller and session."""
 
 from __future__ import annotations
 
@@ -82,10 +78,8 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 def _check_text(message: Any, body: bytes) -> None:
-    """Refuse what no layer below can carry: strings with a lone UTF-16 surrogate (no UTF-8
-    encoding, so never echoed, sent or stored) and very deep nesting (``-32600``). The body
-    tells when the walk can be skipped: no surrogate escape in it, or fewer brackets than
-    the depth limit."""
+    """Refuse (``-32600``) lone UTF-16 surrogates (no UTF-8 encoding) and very deep nesting;
+    the walks run only when the body could hold them."""
     where = (
         jsontext.find(message, jsontext.LONE_SURROGATE) if _SURROGATE_ESCAPE.search(body) else None
     )
@@ -188,9 +182,7 @@ def legacy_request_info(
         client_capabilities=client_capabilities,
         client_info=session.client_info if session else {},
         log_level=session.log_level if session else None,
-        progress_token=token
-        if isinstance(token, str | int) and not isinstance(token, bool)
-        else None,
+        progress_token=token if _valid_id(token) else None,
         headers=headers,
         session=session,
         lifespan_context=lifespan_context,
@@ -208,12 +200,8 @@ def _finish_modern(method: str, result: dict[str, Any]) -> dict[str, Any]:
 
 
 class Dispatcher:
-    """One MCP server's protocol: decoded requests in, JSON-RPC responses out.
-
-    The method tables are built once, from ``engine`` (None: no task engine, task tools
-    run as plain calls). The transport holds one and hands it each request's
-    :class:`RequestInfo` and :class:`Sink`.
-    """
+    """One MCP server's protocol: decoded requests in, JSON-RPC responses out. ``engine``:
+    the task engine (None: task tools run as plain calls)."""
 
     def __init__(self, server: MCPServer, engine: TaskEngine | None = None) -> None:
         self.server = server
@@ -239,8 +227,7 @@ class Dispatcher:
         return result_response(message["id"], result)
 
     async def scope_challenge(self, message: Message, principal: Principal) -> list[str]:
-        """The scopes the caller's token lacks for what the request targets
-        (:func:`.handlers.scope_challenge`)."""
+        """:func:`.handlers.scope_challenge`."""
         return await scope_challenge(self.server, message, principal)
 
     async def subscribe(self, message: Message, info: RequestInfo) -> Subscription:
@@ -267,4 +254,6 @@ class Dispatcher:
     ) -> None:
         """Send a 2025-11-25 task's waiting questions on the stream ``sink`` writes to."""
         if self.methods.legacy_tasks is not None:
-            await self.methods.legacy_tasks.relay_questions(task_id, principal_scope, sink, relayed)
+            await self.methods.legacy_tasks.relay.relay_questions(
+                task_id, principal_scope, sink, relayed
+            )

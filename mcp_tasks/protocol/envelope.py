@@ -1,8 +1,5 @@
-"""Per-request checks of the modern era: the ``_meta`` envelope and the standard headers.
-
-Headers are passed in as a plain ``{lower-case name: value}`` mapping; nothing here knows
-about HTTP servers.
-"""
+"""Per-request checks of the modern era: the ``_meta`` envelope and the standard headers
+(a plain ``{lower-case name: value}`` mapping)."""
 
 from __future__ import annotations
 

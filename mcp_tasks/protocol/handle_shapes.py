@@ -1,9 +1,6 @@
-"""What a client without the tasks extension reads of a task: the *handle* a call answers
-with when its task goes on, and how a question is described to a model.
-
-A handle is an ordinary ``CallToolResult`` (not ``isError``): plain words for the model
-(the work goes on, where it stands, the exact tool call to make next), and the same in
-``structuredContent`` for a program."""
+"""What a client without the tasks extension reads of a task: the *handle* (a plain
+``CallToolResult`` saying, in words and ``structuredContent``, where the task stands and
+the exact call to make next), and questions described for a model."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The MCP methods of both eras: one coroutine per method, taking params and returning a
-result dict.
-
-Handlers raise :class:`~mcp_tasks.exceptions.ProtocolError` for JSON-RPC errors. Era
-differences (``resultType``, caching hints) are added by :mod:`.dispatch`; the method tables
-are built in :mod:`.methods`, which also hands the task-aware handlers (``tasks=``,
-``start_task=``) what the task engine offers.
-"""
+"""The MCP methods of both eras: one coroutine per method, params in, result dict out,
+:class:`~mcp_tasks.exceptions.ProtocolError` for JSON-RPC errors. :mod:`.dispatch` adds
+the era's extras; :mod:`.methods` builds the tables and binds the task engine."""
 
 from __future__ import annotations
 
@@ -122,9 +117,6 @@ def _no_cursor(params: dict[str, Any]) -> None:
         raise ProtocolError(INVALID_PARAMS, "Invalid cursor")
 
 
-# -- lifecycle --------------------------------------------------------------------------
-
-
 async def server_discover(
     server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any], *, tasks: bool
 ) -> dict[str, Any]:
@@ -132,8 +124,7 @@ async def server_discover(
         "supportedVersions": list(MODERN_VERSIONS),
         "capabilities": server_capabilities(info, tasks=tasks),
     }
-    instructions = get_config().INSTRUCTIONS
-    if instructions:
+    if instructions := get_config().INSTRUCTIONS:
         result["instructions"] = instructions
     return result
 
@@ -151,8 +142,7 @@ async def initialize(
         "capabilities": server_capabilities(replace(info, protocol_version=version), tasks=tasks),
         "serverInfo": server_info(),
     }
-    instructions = get_config().INSTRUCTIONS
-    if instructions:
+    if instructions := get_config().INSTRUCTIONS:
         result["instructions"] = instructions
     return result
 
@@ -172,9 +162,6 @@ async def set_log_level(
     if info.session is not None:
         await info.session.set_log_level(level)
     return {}
-
-
-# -- tools ------------------------------------------------------------------------------
 
 
 async def list_tools(
@@ -197,12 +184,10 @@ async def list_tools(
 def plain_client_tools(
     tools: list[ToolSpec], companions: CompanionTools, info: RequestInfo
 ) -> list[dict[str, Any]]:
-    """The tools as a client without the tasks extension sees them: a task tool that may
-    answer with a handle (:meth:`.TaskHandles.handled`) lists no ``outputSchema`` (clients
-    check results against it) and its description says what to do with a handle; in a
-    2025-11-25 session its ``taskSupport`` is ``optional``, since a plain call works too
-    (clients refuse to call a ``required`` one plainly). The companion tools follow when the
-    caller may use such a tool."""
+    """The tools for a client without the tasks extension: a tool that may answer with a
+    handle has no ``outputSchema`` (clients check results against it), a description that
+    says what to do with a handle and, in 2025-11-25 sessions, ``taskSupport: optional``
+    (clients refuse plain calls of ``required`` ones); then the companion tools."""
     names = companion_names()
     legacy_tasks = info.protocol_version == LEGACY_TASKS_VERSION
     listed = []
@@ -275,14 +260,9 @@ async def call_tool(
 def _how_it_runs(
     tool: ToolSpec, info: RequestInfo, params: dict[str, Any], *, tasks: bool, handles: bool
 ) -> Literal["task", "handle", "inline"]:
-    """How this call runs: the server decides, within what the client allows.
-
-    ``task``: the client asked for a task (modern era: the tasks extension declared in this
-    request; 2025-11-25 sessions: ``params.task``, the experimental tasks of that
-    revision). ``handle``: a task tool called by a client without the tasks extension
-    (``handles``), followed for a window (:mod:`.task_handles`). Otherwise ``inline``; a
-    tool that only runs as a task is then refused.
-    """
+    """``task`` when the client asked for one (modern: the tasks extension declared; 2025-11-25:
+    ``params.task``), ``handle`` for a task tool of a client without the extension
+    (:mod:`.task_handles`), else ``inline``, where a task-only tool is refused."""
     mode = tool.task.mode
     if not tasks:
         wanted = False
@@ -315,9 +295,6 @@ def _how_it_runs(
             f"{LEGACY_TASKS_VERSION}, or the {TASKS_EXTENSION} extension of {MODERN_VERSIONS[0]})",
         )
     return "inline"
-
-
-# -- prompts ----------------------------------------------------------------------------
 
 
 def _listing(key: str, registry: Callable[[MCPServer], Mapping[str, Any]]) -> Handler:
@@ -395,9 +372,6 @@ async def get_prompt(
         return input_required_result(exc, backend, info, "prompts/get", name, arguments)
 
 
-# -- resources --------------------------------------------------------------------------
-
-
 list_resources = _listing("resources", lambda server: server.resources)
 list_resource_templates = _listing("resourceTemplates", lambda server: server.templates)
 
@@ -416,9 +390,7 @@ def _resource_contents(resource: ResourceSpec, uri: str, value: Any) -> list[dic
             entry["blob"] = base64.b64encode(item).decode()
             entry["mimeType"] = resource.mime_type or "application/octet-stream"
         else:
-            if not isinstance(item, str):
-                item = json.dumps(item, default=str)
-            entry["text"] = item
+            entry["text"] = item if isinstance(item, str) else json.dumps(item, default=str)
             entry["mimeType"] = resource.mime_type or "text/plain"
         contents.append(entry)
     return contents
@@ -462,9 +434,6 @@ async def resource_subscription(
     return {}
 
 
-# -- completion -------------------------------------------------------------------------
-
-
 async def complete(
     server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
 ) -> dict[str, Any]:
@@ -505,16 +474,11 @@ async def complete(
     }
 
 
-# -- step-up authorization --------------------------------------------------------------
-
-
 async def scope_challenge(
     server: MCPServer, message: dict[str, Any], principal: Principal
 ) -> list[str]:
-    """The scopes a bearer token lacks for the tool, prompt or resource this request
-    targets, when that is all it lacks (its user holds the permissions): the transport
-    answers HTTP 403 ``insufficient_scope`` so the client can ask for them. Empty
-    otherwise (the handler then answers as for an unknown item)."""
+    """The scopes a bearer token lacks for the item this request targets, when that is all
+    it lacks (the transport answers HTTP 403 ``insufficient_scope``); else empty."""
     token = principal.access_token
     params = message.get("params")
     if token is None or not isinstance(params, dict):

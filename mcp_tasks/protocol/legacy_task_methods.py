@@ -1,9 +1,6 @@
-"""The experimental tasks of protocol 2025-11-25 (SEP-1686), over the same engine.
-
-A thin adapter: the same tasks as the modern tasks extension; only the wire shapes differ
-(``{"task": {...}}``, ``ttl``/``pollInterval``, a tool error is ``failed``, ``tasks/result``
-blocks and carries the task's questions on its stream).
-"""
+"""The experimental tasks of protocol 2025-11-25 (SEP-1686) over the same engine: only the
+wire shapes differ (``ttl``/``pollInterval``, a tool error is ``failed``, ``tasks/result``
+blocks and carries the task's questions on its stream)."""
 
 from __future__ import annotations
 
@@ -96,7 +93,7 @@ class LegacyTaskMethods:
         try:
             while not task.is_terminal:
                 if task.status == "input_required":
-                    await self.relay_questions(task.id, info.principal.scope, sink, relayed)
+                    await self.relay.relay_questions(task.id, info.principal.scope, sink, relayed)
                 await sink.wait_for_task(
                     task.id, timeout=max((task.poll_interval_ms or 1000) / 1000, 1.0) * 5
                 )
@@ -111,12 +108,6 @@ class LegacyTaskMethods:
         result = dict(task.result or {"content": []})
         result["_meta"] = {**(result.get("_meta") or {}), **related(task.id)}
         return result
-
-    async def relay_questions(
-        self, task_id: str, principal_scope: str, sink: Sink, relayed: dict[str, asyncio.Task[None]]
-    ) -> None:
-        """Send the task's waiting questions on this stream (:class:`.QuestionRelay`)."""
-        await self.relay.relay_questions(task_id, principal_scope, sink, relayed)
 
     async def status(self, task_id: str, session_id: str) -> dict[str, Any] | None:
         """``notifications/tasks/status`` params for a task of this session, else None."""

@@ -1,6 +1,5 @@
-"""``notifications/progress`` and ``notifications/message``: built here for a request's
-stream (:mod:`.request_backend`) and for the events a 2025-11-25 task sends its session's
-stream (:func:`task_event_notification`)."""
+"""``notifications/progress`` and ``notifications/message`` of a request or a 2025-11-25
+task's events."""
 
 from __future__ import annotations
 
@@ -29,9 +28,8 @@ def log_params(level: str, data: Any, logger_name: str | None) -> dict[str, Any]
 
 
 def task_event_notification(event: dict[str, Any]) -> Message:
-    """The notification of a task's event, as the task engine sends it
-    (:meth:`mcp_tasks.tasks.worker.job.Job.report_progress` and ``log``): ``kind`` ``progress`` or
-    ``log``, the task's id, and the event's fields."""
+    """The notification of a task's ``progress`` or ``log`` event (see
+    :meth:`mcp_tasks.tasks.worker.job.Job.report_progress`)."""
     if event["kind"] == "progress":
         method = "notifications/progress"
         params = progress_params(

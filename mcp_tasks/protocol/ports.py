@@ -1,9 +1,5 @@
-"""What the protocol layer needs from the task engine, defined here, on the protocol's side.
-
-The engine's :class:`mcp_tasks.tasks.engine.Engine` fits it; :mod:`mcp_tasks.asgi` hands
-one to the :class:`~mcp_tasks.protocol.dispatch.Dispatcher`. Tasks come back as anything
-with the attributes of :class:`TaskView` (the engine's rows), read, never written.
-"""
+"""What the protocol layer needs from the task engine (:class:`mcp_tasks.tasks.engine.Engine`
+fits it); tasks come back as read-only :class:`TaskView`s."""
 
 from __future__ import annotations
 
@@ -63,11 +59,8 @@ class QuestionView(Protocol):
 
 
 class TaskEngine(Protocol):
-    """Tasks for the wire handlers; every read and change is scoped to a principal.
-
-    Lookups of a task that is unknown, expired or someone else's raise
-    :class:`~mcp_tasks.core.task_contract.TaskNotFound`.
-    """
+    """Tasks for the wire handlers, scoped to a principal: a task that is unknown, expired
+    or someone else's raises :class:`~mcp_tasks.core.task_contract.TaskNotFound`."""
 
     async def create(self, new: NewTask) -> TaskView:
         """Record the task and queue its first job; raises ``RuntimeError`` if it cannot."""

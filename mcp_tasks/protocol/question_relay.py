@@ -1,6 +1,5 @@
-"""Asking a task's waiting questions on a legacy-era stream, where the server may send
-requests to the client: a 2025-11-25 ``tasks/result``, and the call of a client without
-the tasks extension while it waits for its task (:mod:`.task_handles`)."""
+"""Asking a task's waiting questions on a legacy-era stream (a 2025-11-25 ``tasks/result``,
+or a call waiting for its task: :mod:`.task_handles`)."""
 
 from __future__ import annotations
 
@@ -26,9 +25,8 @@ class QuestionRelay:
     async def _relay(
         self, task_id: str, question: QuestionView, principal_scope: str, sink: Sink
     ) -> None:
-        """Send one of the task's questions on a stream that claimed it; the reply goes to
-        the one answer path. Without a usable answer the claim is released, so it is asked
-        again."""
+        """Send a claimed question and take its reply to the one answer path; without a
+        usable answer, release the claim so it is asked again."""
         params = {**question.params, "_meta": related(task_id)}
         answered = False
         log = {"task_id": task_id, "principal": principal_scope}

@@ -1,9 +1,6 @@
-"""Running tools, prompts and resource readers for a request, with a ``Context`` attached.
-
-Input from the client during a call goes through :class:`RequestBackend`: the legacy era
-sends a server→client request on the stream; the modern era uses MRTR — the round ends
-with ``input_required`` and the client's retry replays recorded answers in order.
-"""
+"""The ``Context`` of a plain call. Its questions go to the client as server→client
+requests (legacy era) or by MRTR (modern: the round ends ``input_required`` and the retry
+replays the recorded answers in order)."""
 
 from __future__ import annotations
 

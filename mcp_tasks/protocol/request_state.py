@@ -1,10 +1,6 @@
-"""Sealing the MRTR ``requestState`` that a modern client echoes back.
-
-The state is attacker-controlled on the way back, so it is signed with Django's signing
-(keyed from ``SECRET_KEY``, honouring ``SECRET_KEY_FALLBACKS``), carries a timestamp checked
-against ``REQUEST_STATE_TTL``, and is bound to the principal, the method, the target name
-and a digest of the arguments. Any failure is the same ``-32602`` error.
-"""
+"""The MRTR ``requestState`` a modern client echoes back: signed (Django's signing), timed
+(``REQUEST_STATE_TTL``) and bound to the principal, method, target and arguments; any
+failure is the same ``-32602``."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Client data that the server stores or looks up must be storable.
-
-PostgreSQL cannot keep a NUL character (U+0000) in text or JSON columns, nor compare one.
-The rule (:mod:`mcp_tasks.jsontext`, README "Hostile input"): a value the server would store
-with a NUL in it is refused with ``-32602`` naming the field, here in the protocol layer,
-before anything is written; an id or key with a NUL names nothing that exists.
-"""
+"""PostgreSQL cannot store or compare a NUL (U+0000): a value to store with one is refused
+with ``-32602`` naming the field, before anything is written; an id or key with one names
+nothing."""
 
 from __future__ import annotations
 

@@ -36,11 +36,8 @@ def iso(moment: datetime | None) -> str | None:
 
 
 def task_fields(task: TaskView, *, legacy: bool = False) -> dict[str, Any]:
-    """The ``Task`` object shared by ``CreateTaskResult``, ``tasks/get`` and notifications.
-
-    ``legacy``: the 2025-11-25 shape (``ttl``/``pollInterval``, and a tool result with
-    ``isError`` counts as ``failed``).
-    """
+    """The ``Task`` object of ``CreateTaskResult``, ``tasks/get`` and notifications;
+    ``legacy``: 2025-11-25's (``ttl``/``pollInterval``; an ``isError`` result is ``failed``)."""
     status = task.status
     if (
         legacy
@@ -81,8 +78,7 @@ def detailed_task(task: TaskView, questions: Sequence[QuestionView] = ()) -> dic
             for question in questions
         }
     elif task.status == "completed":
-        # The result exactly as the call itself would have answered (2026-07-28: every
-        # Result carries resultType).
+        # The result as the call would have answered (2026-07-28: with resultType).
         fields["result"] = {**(task.result or {"content": []}), "resultType": "complete"}
     elif task.status == "failed":
         fields["error"] = task.error or error_object(INTERNAL_ERROR, "Failed")

@@ -18,8 +18,7 @@ the fixtures ``mcp_client`` and ``mcp_tasks_worker``; elsewhere (a ``Transaction
 ``with task_worker():`` runs the embedded task worker around a test. ``approve(run, user)``
 and ``reject(run, user, reason)`` decide a task's approval as an operator does in the admin.
 
-Importable before Django is set up (pytest loads the plugin first).
-"""
+Importable before Django is set up (pytest loads the plugin first)."""
 
 from __future__ import annotations
 

@@ -43,8 +43,7 @@ class McpClient:
 
     Every method has an async twin (``a…``; ``TaskRun.await_done`` for ``wait``), whose
     callbacks may be async. In-process, the sync methods run the application on an event
-    loop of their own, so they cannot be called from async code.
-    """
+    loop of their own, so they cannot be called from async code."""
 
     def __init__(
         self,
@@ -111,8 +110,6 @@ class McpClient:
         """:meth:`close`, for ``async with``."""
         await self.transport.aclose()
 
-    # -- the drivers ----------------------------------------------------------------------
-
     def _run(self, steps: Steps[T]) -> T:
         value = None
         while True:
@@ -144,8 +141,6 @@ class McpClient:
                 value = await resolved(step.fn(step.argument))
             else:
                 await asyncio.sleep(step.seconds)
-
-    # -- requests -------------------------------------------------------------------------
 
     def _envelope(
         self, method: str, params: Mapping[str, Any] | None, tasks: bool
@@ -198,8 +193,6 @@ class McpClient:
         """:meth:`request`, async."""
         body, headers = self._envelope(method, params, tasks)
         return _result(await self.transport.apost(body, headers, heard))
-
-    # -- tools ----------------------------------------------------------------------------
 
     def list_tools(self) -> list[Message]:
         """``tools/list``, every page: the tools this caller may use."""
@@ -262,9 +255,6 @@ def _result(reply: Reply) -> Message:
 def _error(error: Mapping[str, Any], status: int | None = None) -> McpError:
     code, message = int(error.get("code", 0)), str(error.get("message", ""))
     return McpError(code, message, error.get("data"), status=status)
-
-
-# -- tasks ------------------------------------------------------------------------------------
 
 
 class TaskRun:

@@ -18,8 +18,7 @@ an in-memory SQLite test database (Django's default for SQLite) becomes a file i
 temporary directory, with the ``OPTIONS`` a worker thread needs: in memory, SQLite fails a
 write beside another connection's at once ("database table is locked"). And in the pytest
 process, requests no longer start the embedded worker on their own: only
-``mcp_tasks_worker`` runs it, around the tests that ask for it.
-"""
+``mcp_tasks_worker`` runs it, around the tests that ask for it."""
 
 from __future__ import annotations
 

@@ -94,9 +94,6 @@ def text_of(result: Message) -> str:
     return "\n".join(block["text"] for block in blocks if block.get("type") == "text")
 
 
-# -- answers ----------------------------------------------------------------------------------
-
-
 def lookup(answers: Mapping[str, Any], question: Question) -> Any:
     """The answer ``answers`` gives ``question``: under its key or its message, or (a form)
     under its fields' names, all required ones given; ``KeyError`` when none fits."""

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
-from django.conf import settings
 from django.http.request import validate_host
 
 from ..conf import get_config
 from ..core.background import drain
 from ..tasks.queues import embedded
 from ..tasks.state.loop_database import LoopDatabase
+from ..transport.http import allowed_hosts
 from .results import McpClientError, Message, resolved
 
 if TYPE_CHECKING:
@@ -196,8 +196,6 @@ class InProcess(Transport):
 
 def allowed_host() -> str:
     """A Host the site allows (``testserver`` under Django's test runner)."""
-    allowed = list(settings.ALLOWED_HOSTS)
-    if settings.DEBUG and not allowed:
-        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    allowed = list(allowed_hosts())
     candidates = ["testserver", "localhost", "127.0.0.1", *(h.lstrip(".") for h in allowed)]
     return next((host for host in candidates if validate_host(host, allowed)), "testserver")

@@ -33,8 +33,7 @@ def task_worker(timeout: float = 30.0) -> Iterator[None]:
 
     Needs ``MCP_TASKS["EMBEDDED_WORKER"]``, the ``embedded`` extra, rows the other threads
     can see (``TransactionTestCase``, ``django_db(transaction=True)``) and a database the
-    threads may share: not SQLite in memory (``ImproperlyConfigured`` says what to do).
-    """
+    threads may share: not SQLite in memory (``ImproperlyConfigured`` says what to do)."""
     if not get_config().EMBEDDED_WORKER:
         raise ImproperlyConfigured(
             "task_worker() runs the embedded worker: set MCP_TASKS['EMBEDDED_WORKER'] = True "
@@ -98,10 +97,8 @@ def _on_the_orm_thread(fn: Callable[[], None]) -> None:
 
 
 def move_test_databases_to_files(directory: Path) -> list[str]:
-    """Give every SQLite database whose test database would be in memory (Django's default)
-    a test database file in ``directory``, with the ``OPTIONS`` threads need to share it
-    (those the project set win). Returns the aliases moved. Call it before the test
-    databases are created."""
+    """Before the test databases exist, give each SQLite one that would be in memory a file
+    in ``directory`` and the ``OPTIONS`` threads need (the project's win); the aliases."""
     moved = []
     for alias in connections:
         settings_dict = connections[alias].settings_dict

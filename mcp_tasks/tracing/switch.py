@@ -1,19 +1,15 @@
-"""Turns tracing on or off in this process (start-up and ``setting_changed``).
-
-Nothing here imports ``opentelemetry``: the tracer that does is loaded by name, only when
-``MCP_TASKS["TRACING"]`` is on and the package is installed. The site configures its own
-``TracerProvider`` and exporter (README "Traces"); until it does, the spans go nowhere.
-"""
+"""Turns tracing on or off in this process (start-up and ``setting_changed``), importing
+``opentelemetry`` only when ``TRACING`` is on and it is installed. The site configures its
+own ``TracerProvider`` and exporter; until it does, the spans go nowhere."""
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from ..core import trace_hook
+from ..core import module_available, trace_hook
 
 #: Loaded by name: it imports opentelemetry.
 TRACER = "mcp_tasks.tracing.tracer.OtelTracer"
@@ -29,10 +25,7 @@ def wanted() -> bool:
 
 def available() -> bool:
     """Whether ``opentelemetry`` (its API) can be imported (without importing it)."""
-    try:
-        return importlib.util.find_spec("opentelemetry.trace") is not None
-    except (ImportError, ValueError):
-        return False
+    return module_available("opentelemetry.trace")
 
 
 def connect(**kwargs: Any) -> None:

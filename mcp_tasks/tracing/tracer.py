@@ -1,14 +1,7 @@
-"""The spans, on OpenTelemetry's API (``opentelemetry.trace.get_tracer("mcp_tasks")``).
-
-Names and attributes follow OpenTelemetry's semantic conventions for MCP
-(``docs/gen-ai/mcp.md``, status Development): the request's server span is named
-``{mcp.method.name} {target}`` (the tool's name on ``tools/call``) and carries
-``mcp.method.name``, ``mcp.protocol.version``, ``mcp.session.id``, ``jsonrpc.request.id``,
-``gen_ai.tool.name``, ``gen_ai.operation.name``; a JSON-RPC error sets ``error.type`` and
-``rpc.response.status_code`` (its code) and the status ERROR, a tool result with
-``isError`` sets ``error.type`` = ``tool_error``. The tool's own run is GenAI's
-``execute_tool {gen_ai.tool.name}`` span. The task spans carry ``mcp_tasks.*`` attributes.
-"""
+"""The spans, on OpenTelemetry's API, named after its semantic conventions for MCP
+(``docs/gen-ai/mcp.md``): a request's server span ``{mcp.method.name} {target}`` with the
+``mcp.*``, ``jsonrpc.*`` and ``gen_ai.*`` attributes; errors set ``error.type`` (a
+JSON-RPC code, or ``tool_error``). Task spans carry ``mcp_tasks.*`` attributes."""
 
 from __future__ import annotations
 
@@ -59,9 +52,8 @@ def _attributes(values: Mapping[str, Any]) -> dict[str, Any]:
 
 @contextmanager
 def _ending(span: trace.Span, current: bool) -> Iterator[OtelSpan]:
-    """Yield ``span`` (current while open when ``current``) and end it whatever happens: an
-    error is recorded on it; a suspension or a cancel (a ``BaseException`` that is not an
-    ``Exception``) is noted as ``mcp_tasks.interrupted``, not an error."""
+    """Yield ``span`` (current while open when ``current``) and end it: an error is recorded,
+    a cancel or suspension noted as ``mcp_tasks.interrupted``."""
     try:
         if current:
             with trace.use_span(
@@ -85,9 +77,8 @@ def _ending(span: trace.Span, current: bool) -> Iterator[OtelSpan]:
 def _request_parent(
     message: Mapping[str, Any], headers: Mapping[str, str | list[str]]
 ) -> tuple[Context | None, list[Link]]:
-    """The parent of a request's span: the client's ``params._meta`` trace context (the
-    HTTP request's context then a link), else the current span (an ASGI instrumentation's),
-    else the HTTP ``traceparent`` header."""
+    """A request span's parent: the client's ``params._meta`` trace context (linking the
+    HTTP request's), else the current span, else the HTTP ``traceparent`` header."""
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, Mapping) else None
     ambient = trace.get_current_span().get_span_context()

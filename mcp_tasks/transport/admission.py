@@ -1,17 +1,7 @@
-"""Admission control: a process serves at most ``MAX_REQUESTS_IN_PROGRESS`` POSTs at once.
-
-Past the limit a new POST is refused at once with HTTP 503, ``Retry-After`` and a JSON-RPC
-error, before its body is parsed: the excess costs almost nothing and every client hears
-why. Streams are not requests in progress: a legacy ``GET`` never counts, and a
-``subscriptions/listen`` stops counting once it is acknowledged. Refusals are logged as a
-warning, at most once a second with their count.
-
-What this bounds is requests that wait (slow tools, answers from clients). Requests that only
-cost CPU run from start to end in one go, so they never pile up here: when more of them
-arrive than the process can serve, they wait before the application sees them (in the
-kernel's accept queue, ``--backlog``); :mod:`mcp_tasks.contrib.uvicorn_http` refuses those that waited there
-too long, with the same answer.
-"""
+"""Admission control: past ``MAX_REQUESTS_IN_PROGRESS`` POSTs in progress (streams do not
+count), a new one is refused at once with HTTP 503 and ``Retry-After``, before its body is
+parsed; refusals are logged at most once a second. This bounds requests that wait;
+:mod:`mcp_tasks.contrib.uvicorn_http` refuses those that waited too long in the backlog."""
 
 from __future__ import annotations
 

@@ -1,19 +1,7 @@
-"""The Channels consumer serving the MCP endpoint (Streamable HTTP, both eras): the router.
-
-One consumer instance serves one HTTP request. It reads the body, applies the guards
-(Host, Origin, method, admission, size, Accept, Content-Type), signs the caller in, and
-hands the request to its era: the modern era here (one ``POST`` per request, or a
-``subscriptions/listen`` stream), the legacy era's session endpoints to
-:class:`.legacy_endpoints.LegacyEndpoints`. The protocol itself runs in the
-:class:`~mcp_tasks.protocol.Dispatcher`, which talks back through the request's
-:class:`.request_sink.RequestSink`.
-
-Once the request has joined a channel-layer group (:class:`.membership.Membership`), it
-also receives messages from any process: the client's reply to a server request
-(``mcp.reply``), notifications to forward (``mcp.notify``), task changes (``mcp.task``),
-a task's events for its session stream (``mcp.task_event``), and the events of a stream
-being resumed (``mcp.stream``).
-"""
+"""The Channels consumer of the MCP endpoint (Streamable HTTP, both eras), one per HTTP
+request: it applies the guards, signs the caller in and routes the request to its era (the
+modern era here, the legacy one to :class:`.legacy_endpoints.LegacyEndpoints`). Once in a
+channel-layer group it also hears ``mcp.*`` messages from any process."""
 
 from __future__ import annotations
 
@@ -76,8 +64,6 @@ class McpConsumer(AsyncConsumer):
         self.legacy: LegacyEndpoints | None = None
         self.admitted = False  # counted in the process's requests in progress
 
-    # -- ASGI plumbing --------------------------------------------------------------------
-
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         self.scope = scope
         stream = ResponseStream(send)
@@ -124,11 +110,9 @@ class McpConsumer(AsyncConsumer):
             except Exception:
                 if source is self._receive:
                     raise
-                # A channel-layer read failed (e.g. redis-py's socket timeout, or Redis
-                # restarting): the request goes on; wake-ups resume when the layer is back.
+                # A channel-layer read failed (a socket timeout, see check W003, or Redis
+                # restarting): the request goes on.
                 logger.warning("channel layer read failed; retrying", exc_info=True)
-                # (redis-py's default 5 s socket timeout equals channels_redis' blocking read:
-                # configure socket_timeout above it, see system check mcp_tasks.W003.)
                 await asyncio.sleep(0.5)
                 continue
             try:
@@ -142,9 +126,8 @@ class McpConsumer(AsyncConsumer):
                 return
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        """Channels' dispatch without its ``aclose_old_connections()`` per message (a trip
-        to the ORM thread each time): every ORM call here goes through
-        :func:`mcp_tasks.core.db.db`, which keeps the connections tidy itself."""
+        """Channels' dispatch without its ``aclose_old_connections()`` per message (a trip to
+        the ORM thread): :func:`mcp_tasks.core.db.db` keeps the connections tidy."""
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
@@ -153,8 +136,6 @@ class McpConsumer(AsyncConsumer):
     def _cancel_work(self) -> None:
         if self.work is not None and not self.work.done():
             self.work.cancel()
-
-    # -- ASGI messages --------------------------------------------------------------------
 
     async def http_request(self, message: dict[str, Any]) -> None:
         if self.work is not None:
@@ -175,8 +156,6 @@ class McpConsumer(AsyncConsumer):
             self.exchange.finished.set()
         # Legacy era: a closed stream is not a cancel; the call goes on, and its later
         # events are kept for a resume (GET with Last-Event-ID).
-
-    # -- channel-layer messages -----------------------------------------------------------
 
     async def mcp_reply(self, message: dict[str, Any]) -> None:
         self.exchange.sink.reply_arrived(message["key"], message.get("session"), message["message"])
@@ -207,8 +186,6 @@ class McpConsumer(AsyncConsumer):
         if self.legacy is not None:
             await self.legacy.stream_event(message["sequence"], message["message"])
 
-    # -- the request ----------------------------------------------------------------------
-
     async def _serve(self, body: bytes) -> None:
         try:
             await self._route(body)
@@ -229,13 +206,8 @@ class McpConsumer(AsyncConsumer):
             admission.leave()
 
     async def _fail(self) -> None:
-        """The catch-all, called inside ``except`` wherever request code runs (the request
-        itself, :meth:`_serve`, and the messages it receives, :meth:`_pump`).
-
-        Whatever escaped, the request ends with an answer: a ``-32603`` error (HTTP 500
-        when nothing was sent yet, else the stream's final event; kept for a resume when
-        the stream was detached). A stream that answers no request (a legacy GET) just ends.
-        """
+        """The catch-all (inside ``except``): the request ends with a ``-32603`` error (HTTP
+        500, or the stream's final event); a stream answering no request just ends."""
         logger.exception("MCP request failed (answered -32603 Internal error)")
         stream = self.exchange.stream
         error = error_response(self.request_id, error_object(INTERNAL_ERROR, "Internal error"))
@@ -302,8 +274,6 @@ class McpConsumer(AsyncConsumer):
             await legacy.post(message, kind, principal)
         else:
             await self._modern(message, kind, principal)
-
-    # -- modern era -----------------------------------------------------------------------
 
     async def _modern(self, message: Message, kind: str, principal: Principal) -> None:
         exchange = self.exchange

@@ -23,10 +23,8 @@ def challenge(
     description: str | None = None,
     scopes: list[str] | None = None,
 ) -> list[tuple[bytes, bytes]]:
-    """A ``WWW-Authenticate: Bearer`` header (RFC 6750 §3, RFC 9728 ``resource_metadata``).
-
-    ``error_description`` goes with an ``error`` only: a request without credentials gets
-    neither (RFC 6750 §3.1)."""
+    """A ``WWW-Authenticate: Bearer`` header (RFC 6750 §3, RFC 9728); ``error_description``
+    goes with an ``error`` only (RFC 6750 §3.1)."""
     parts = []
     if error:
         parts.append(f'error="{error}"')
@@ -80,11 +78,8 @@ async def _verify(token: str) -> AccessToken | None:
 
 
 def _session_user(scope: dict[str, Any]) -> Any:
-    """The Django session user that Channels' ``AuthMiddleware`` resolved (requests with a
-    session cookie only, see :func:`mcp_tasks.asgi.mcp_application`), or None."""
+    """The authenticated Django session user Channels' ``AuthMiddleware`` resolved, or None."""
     user = scope.get("user")
-    if user is None:
-        return None
     return user if getattr(user, "is_authenticated", False) else None
 
 

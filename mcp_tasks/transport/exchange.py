@@ -43,12 +43,7 @@ class Exchange:
 
     async def error(self, request_id: Any, exc: ProtocolError) -> None:
         """Answer with a JSON-RPC error (the HTTP status its code maps to)."""
-        error = exc.to_dict()
-        await self.stream.finish(
-            error_response(request_id, error),
-            status=http_status_for(exc.code),
-            headers=http_headers_for(error),
-        )
+        await self.respond(error_response(request_id, exc.to_dict()), modern=True)
 
     async def respond(self, response: Message, modern: bool) -> None:
         """Send the response; a modern error also sets the HTTP status of its code (and

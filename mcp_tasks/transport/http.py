@@ -67,7 +67,8 @@ def declares_more_than(headers: dict[str, str | list[str]], limit: int) -> bool:
     return len(declared) > 18 or int(declared) > limit
 
 
-def _allowed_hosts() -> tuple[str, ...]:
+def allowed_hosts() -> tuple[str, ...]:
+    """``ALLOWED_HOSTS``, or Django's defaults under ``DEBUG`` when it is empty."""
     hosts = tuple(settings.ALLOWED_HOSTS)
     if settings.DEBUG and not hosts:
         hosts = (".localhost", "127.0.0.1", "[::1]")
@@ -76,8 +77,7 @@ def _allowed_hosts() -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=256)
 def _host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
-    """Django's own check, remembered per Host value and ``ALLOWED_HOSTS`` (a request's
-    first costs a regular expression and a scan of the list; a client sends the same one)."""
+    """Django's own check, remembered per Host value and ``ALLOWED_HOSTS``."""
     domain, _port = split_domain_port(host)
     return bool(domain) and validate_host(domain, allowed)
 
@@ -85,15 +85,14 @@ def _host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
 def check_host(headers: dict[str, str | list[str]]) -> str:
     """Return the Host header if it is in ``ALLOWED_HOSTS`` (DNS-rebinding protection)."""
     host = first(headers, "host") or ""
-    if not _host_allowed(host, _allowed_hosts()):
+    if not _host_allowed(host, allowed_hosts()):
         raise HttpError(421, f"Invalid Host header {host!r}: add it to ALLOWED_HOSTS")
     return host
 
 
 def request_scheme(scope: dict[str, Any], headers: dict[str, str | list[str]]) -> str:
-    """``http`` or ``https``: what the client used, as Django's ``request.is_secure()`` tells
-    it (``SECURE_PROXY_SSL_HEADER`` when the proxy sent that header, else the connection's
-    scheme; a WebSocket's ``ws``/``wss`` count as ``http``/``https``)."""
+    """``http`` or ``https`` as Django's ``request.is_secure()`` tells it (``ws``/``wss``
+    count as ``http``/``https``)."""
     proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
     if proxy:
         name, secure = proxy
@@ -168,10 +167,9 @@ def _trusted_by_csrf(origin: str) -> bool:
 
 
 class SameOriginWebSocket:
-    """Lets a WebSocket through to ``application`` when its Host is in ``ALLOWED_HOSTS`` and
-    its Origin is this server's own (scheme, host and port) or one ``CSRF_TRUSTED_ORIGINS``
-    trusts: the origins whose pages Django lets post the admin's forms. Any other socket is
-    refused before it opens: the server answers the handshake with HTTP 403."""
+    """Lets a WebSocket through when its Host is allowed and its Origin is this server's own
+    or one ``CSRF_TRUSTED_ORIGINS`` trusts (as for the admin's forms); any other is refused
+    before it opens (HTTP 403)."""
 
     def __init__(self, application: ASGIApp) -> None:
         self.application = application
@@ -188,7 +186,7 @@ class SameOriginWebSocket:
     def allows(scope: dict[str, Any]) -> bool:
         headers = header_map(scope)
         host, origin = first(headers, "host") or "", first(headers, "origin")
-        if origin is None or not _host_allowed(host, _allowed_hosts()):
+        if origin is None or not _host_allowed(host, allowed_hosts()):
             return False
         scheme = request_scheme(scope, headers)
         return same_origin(origin, scheme, host) or _trusted_by_csrf(origin)
@@ -203,11 +201,7 @@ def _media_types(value: str | None) -> set[str]:
 def accepts(headers: dict[str, str | list[str]], *needed: str) -> bool:
     """True when the Accept header lists every ``needed`` type (wildcards count)."""
     offered = _media_types(first(headers, "accept"))
-    for media in needed:
-        family = media.split("/", 1)[0] + "/*"
-        if not offered & {media, family, "*/*"}:
-            return False
-    return True
+    return all(offered & {media, media.split("/", 1)[0] + "/*", "*/*"} for media in needed)
 
 
 def check_content_type(headers: dict[str, str | list[str]]) -> None:

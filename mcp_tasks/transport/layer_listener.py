@@ -1,6 +1,5 @@
-"""One listener per ASGI process and event loop, reading one channel of the channel layer
-(the base of :class:`~mcp_tasks.transport.task_watcher.TaskWatcher` and
-:class:`~mcp_tasks.transport.process_bus.ProcessBus`)."""
+"""One listener per event loop reading one channel (the base of the task watcher and the
+process bus)."""
 
 from __future__ import annotations
 

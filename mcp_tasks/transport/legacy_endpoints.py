@@ -1,11 +1,6 @@
-"""The legacy era's session endpoints (protocol 2025-03-26 … 2025-11-25).
-
-``POST`` ``initialize`` opens a session (``Mcp-Session-Id``); later ``POST``\\ s carry a
-request, a notification or the client's reply to a server request; ``GET`` opens the
-session's stream (or, with ``Last-Event-ID``, resumes a closed call stream); ``DELETE``
-ends the session. A call joins no group: its process's bus (:mod:`.process_bus`) hears its
-``notifications/cancelled``.
-"""
+"""The legacy era's session endpoints (2025-03-26 … 2025-11-25): ``POST`` (``initialize``
+opens a session), ``GET`` (the session's stream, or a resume with ``Last-Event-ID``) and
+``DELETE``. A call's cancel comes through its process's bus (:mod:`.process_bus`)."""
 
 from __future__ import annotations
 
@@ -30,9 +25,8 @@ from .session_cache import cached_session, end_cached_session
 #: Seconds a session's GET stream leaves a task's new questions to a ``tasks/result`` stream.
 GET_STREAM_RELAY_GRACE = 1.0
 
-#: Stream ids (2025-11-25 resumable streams): a random prefix per process, then a counter.
-#: A resume also names the session, so the id needs to be unique, not secret; this spares
-#: each legacy call a read of the system's random source.
+#: Resumable stream ids: a random prefix per process, then a counter (a resume also names
+#: the session, so the id needs to be unique, not secret).
 _STREAM_PREFIX = secrets.token_hex(8)
 _stream_numbers = itertools.count(1)
 
@@ -62,8 +56,6 @@ class LegacyEndpoints:
         self.exchange.sink.session_id = session.id
         self.exchange.stream.headers.append((b"mcp-session-id", session.id.encode()))
         return session
-
-    # -- POST -----------------------------------------------------------------------------
 
     async def post(self, message: Message, kind: str, principal: Principal) -> None:
         exchange = self.exchange
@@ -141,8 +133,6 @@ class LegacyEndpoints:
             {"type": "mcp.stream", "sequence": sequence, "message": message},
         )
 
-    # -- GET and DELETE -------------------------------------------------------------------
-
     async def get(self, principal: Principal) -> None:
         exchange = self.exchange
         if not accepts(exchange.headers, "text/event-stream"):
@@ -186,8 +176,6 @@ class LegacyEndpoints:
         await end_cached_session(session.id, principal)
         await self.exchange.stream.plain(200, b"", [])
 
-    # -- channel-layer messages -----------------------------------------------------------
-
     async def stream_event(self, sequence: int, event: Message) -> None:
         """An event of the stream this ``GET`` resumes (``mcp.stream``)."""
         async with self.resume_lock:
@@ -219,9 +207,8 @@ class LegacyEndpoints:
             )
 
     async def _relay_later(self, task_id: str) -> None:
-        """Questions of a task go out on its ``tasks/result`` stream when the client waits in
-        one; after a short grace, on the session's GET stream instead (clients that only poll
-        ``tasks/get``, like FastMCP 3, answer there)."""
+        """After a grace left to a ``tasks/result`` stream, relay a task's questions on the
+        session's GET stream (clients that only poll ``tasks/get``, like FastMCP 3)."""
         await asyncio.sleep(GET_STREAM_RELAY_GRACE)
         self.relayed.pop(f"later:{task_id}", None)
         assert self.session_stream is not None

@@ -1,9 +1,5 @@
-"""A request's place on the channel layer: the groups it joined and the pump that reads its
-channel.
-
-Requests that join no group (most) never read the channel layer, so they cost it nothing,
-and cancelling their end cannot disturb other consumers' reads.
-"""
+"""A request's groups on the channel layer and the pump reading its channel (requests that
+join none, most, never read the layer)."""
 
 from __future__ import annotations
 

@@ -1,33 +1,13 @@
-"""What every ASGI process hears, on one channel of its own: legacy cancels and session
-changes, so that a plain legacy call costs the channel layer nothing.
+"""What every ASGI process hears on a channel of its own: legacy cancels (a call registers
+in a dict instead of joining a group: two Redis trips fewer per call) and session changes,
+which drop the session from each process's cache (:mod:`.session_cache`).
 
-A legacy call used to join a group of its own (for ``notifications/cancelled``): with
-channels_redis' pub/sub layer, two subscriptions and two unsubscriptions per call, each a
-trip to Redis under the layer's lock. Cancels are rare, calls are not: instead a call
-registers itself in its process's :class:`ProcessBus` (a dict), and a cancel is sent to
-every process, which looks the call up. Session changes (``DELETE``, ``logging/setLevel``)
-go to every process the same way, to drop the session from its cache
-(:mod:`mcp_tasks.transport.session_cache`, which keeps it in :attr:`ProcessBus.sessions`).
-
-Order: a process that caches a session first lists itself among the session's *cachers*
-(a Redis set, :meth:`ProcessBus.list_as_cacher`), then reads the row. A process that
-changes a session commits, reads that set, and sends the change naming them; it answers its
-client only once each of them acknowledged dropping its copy (or after
-:data:`ECHO_TIMEOUT`, a process that died meanwhile). So a request can trust a listed copy
-without asking anyone: it costs no round trip. A process that lists itself after the set
-was read reads the row after the commit, so it cannot cache the old state.
-
-A copy that could not be listed (a channel layer that is not channels_redis, Redis
-unreachable at that moment) is trusted only after :meth:`ProcessBus.caught_up`: an echo
-through the same Redis connection, which comes back behind every message published before
-it (concurrent requests share one echo); the changing process waits for its own copy of the
-change to come back, so every other process has it on its socket by then. A bus counts as
-started only once its reader has received a first message (channels_redis' pub/sub layer
-looks at a connection that had no subscription only every 100 ms).
-
-Changes sent while Redis restarts are lost, and with them the lists of cachers:
-``SESSION_CACHE_TTL`` bounds how long a copy can then stay stale.
-"""
+Order: a caching process lists itself among the session's *cachers* (a Redis set) before
+it reads the row; a changing process commits, reads the set and answers its client only
+once each cacher acknowledged (or after :data:`ECHO_TIMEOUT`), so a listed copy is trusted
+without a round trip. An unlisted copy is trusted only after :meth:`ProcessBus.caught_up`,
+an echo through the same connection that comes back behind every earlier message. Changes
+lost while Redis restarts are bounded by ``SESSION_CACHE_TTL``."""
 
 from __future__ import annotations
 
@@ -56,13 +36,6 @@ PROCESSES = "mcp_tasks.processes"
 ECHO_TIMEOUT = 2.0
 
 
-def layer_redis() -> aioredis.Redis | None:
-    """A client of the channel layer's (first) Redis, when the layer is channels_redis':
-    a fixed address or a Sentinel service, as the layer's ``hosts`` say
-    (:func:`mcp_tasks.core.redis_clients.layer_async_client`)."""
-    return redis_clients.layer_async_client(get_config().CHANNEL_LAYER)
-
-
 def _cachers_key(session_id: str) -> str:
     return f"mcp_tasks:session-cachers:{groups.session_group(session_id)}"
 
@@ -75,7 +48,9 @@ class ProcessBus(LayerListener):
     def __init__(self, layer: Any, redis: aioredis.Redis | bool | None = True) -> None:
         """``redis``: where the lists of cachers live (True: the layer's Redis, if any)."""
         super().__init__(layer)
-        self.redis = layer_redis() if redis is True else redis or None
+        if redis is True:
+            redis = redis_clients.layer_async_client(get_config().CHANNEL_LAYER)
+        self.redis = redis or None
         self.calls: dict[str, set[Callable[[], None]]] = {}  # call key → how to cancel it
         #: Sessions this process loaded lately: id → (when, session, listed as a cacher).
         self.sessions: dict[str, tuple[float, StoredSession, bool]] = {}
@@ -154,9 +129,8 @@ class ProcessBus(LayerListener):
         )
 
     async def list_as_cacher(self, session_id: str) -> bool:
-        """Before reading ``session_id`` to keep it: list this process among its cachers, so
-        that a change of it waits for this process to drop its copy. False when it could not
-        be listed (then check the copy with :meth:`caught_up` before each use)."""
+        """List this process among ``session_id``'s cachers, before reading it to keep it;
+        False when it could not (then check the copy with :meth:`caught_up`)."""
         if self.redis is None:
             return False
         await self.start()

@@ -1,6 +1,5 @@
-"""Running one request through the dispatcher: the scope challenge (a token without the
-scopes the target needs gets HTTP 403 first), keep-alive pings while it runs, and its span
-and its time when traces or metrics are on."""
+"""Running one request through the dispatcher: the scope challenge (HTTP 403 first),
+keep-alive pings, and its span and time when traces or metrics are on."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The protocol's :class:`~mcp_tasks.protocol.Sink` for one HTTP request: its notifications
-and server requests go out on the request's response stream; replies, task changes and
-broadcasts come back through the channel layer, from any process."""
+"""The protocol's :class:`~mcp_tasks.protocol.Sink` for one HTTP request: out on its
+response stream, back (replies, task changes, broadcasts) through the channel layer."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""OAuth 2.0 Protected Resource Metadata (RFC 9728) for the MCP endpoint.
-
-Served at ``/.well-known/oauth-protected-resource`` and at the path-suffixed form for the
-MCP path (``/.well-known/oauth-protected-resource/mcp``) once
-``MCP_TASKS["AUTHORIZATION_SERVERS"]`` names at least one issuer. URLs are built from the
-request (its Host, checked against ``ALLOWED_HOSTS``, and scheme) unless ``RESOURCE`` /
-``RESOURCE_METADATA_URL`` say otherwise.
-"""
+"""OAuth 2.0 Protected Resource Metadata (RFC 9728) at ``/.well-known/oauth-protected-resource``
+(and its MCP-path-suffixed form) once ``AUTHORIZATION_SERVERS`` names an issuer. URLs come
+from the request unless ``RESOURCE`` / ``RESOURCE_METADATA_URL`` say otherwise."""
 
 from __future__ import annotations
 

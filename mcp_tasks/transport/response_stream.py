@@ -20,12 +20,8 @@ SSE_HEADERS = [
 
 
 def encode_json(message: dict[str, Any]) -> bytes:
-    """A JSON-RPC message as UTF-8 JSON text.
-
-    Never fails on text the server produced that has no UTF-8 encoding (a lone surrogate)
-    or on a number JSON cannot carry (NaN, ±inf): they are repaired with a warning
-    (:func:`mcp_tasks.jsontext.sendable`). Clients cannot send either (the parser refuses).
-    """
+    """A JSON-RPC message as UTF-8 JSON text; a lone surrogate or NaN/±inf the server made is
+    repaired with a warning (:func:`mcp_tasks.jsontext.sendable`)."""
     try:
         return _dumps(message)
     except (UnicodeEncodeError, ValueError):
@@ -51,13 +47,9 @@ def sse_event(
 
 
 class ResponseStream:
-    """Answers JSON when nothing streams; switches to SSE on the first event.
-
-    Writes are serialised. A resumable stream (``resumable_id`` set) numbers its events and
-    starts with a priming event; once the connection is gone (:meth:`detach`, or the client
-    left) its events go to ``spill`` so a ``GET`` with ``Last-Event-ID`` can replay them.
-    Otherwise writes after the end are dropped.
-    """
+    """Answers JSON when nothing streams; switches to SSE on the first event. A resumable
+    stream (``resumable_id``) numbers its events, and once the connection is gone sends
+    them to ``spill`` for a resume; other writes after the end are dropped."""
 
     def __init__(self, send: Send, headers: list[tuple[bytes, bytes]] | None = None) -> None:
         self._send = send
@@ -142,12 +134,9 @@ class ResponseStream:
         status: int = 200,
         headers: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
-        """End the response: the final message as an event or as a JSON body (with
-        ``status`` and ``headers``); ``None`` → ``202 Accepted`` with no body (or just close
-        the stream).
-
-        The message is encoded before the stream counts as closed, so a failure here
-        leaves it open for the consumer's error response."""
+        """End the response: the final message as an event or a JSON body; ``None`` → ``202``
+        (or just close the stream). Encoded before closing, so a failure leaves the stream
+        open for the error response."""
         async with self._lock:
             if message is not None and await self._spilled(message):
                 return

@@ -1,13 +1,6 @@
-"""Legacy sessions as a process sees them: read from the database once, then kept for
-``SESSION_CACHE_TTL`` seconds.
-
-A legacy call used to read its session row on every request. What a session holds does not
-change, except its log level and its end; both go to every process through the
-:class:`~mcp_tasks.transport.process_bus.ProcessBus`, which drops the session from every
-cache: at once in the process that changed it, and in every other process that keeps it
-before the change is answered (see :mod:`.process_bus`). The TTL bounds how long a change
-can go unseen when that message is lost (the channel layer's Redis restarting).
-"""
+"""Legacy sessions read once per process, then kept for ``SESSION_CACHE_TTL`` s. Their only
+changes (log level, end) drop them from every cache through the process bus before they
+are answered (:mod:`.process_bus`); the TTL bounds a lost change."""
 
 from __future__ import annotations
 

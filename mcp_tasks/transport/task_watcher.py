@@ -1,18 +1,7 @@
-"""Hearing task changes in an ASGI process, for the requests that wait on them.
-
-``tasks/get`` of a working task and a 2025-11-25 ``tasks/result`` wait for the task's next
-change. Instead of a channel of their own per request (with channels_redis' pub/sub layer:
-a subscription for the channel, one for the task's group, and a reader each), every request
-of a process waits through one :class:`TaskWatcher`: one channel, read by one task.
-
-The channel joins the shard group of a task someone waits on
-(:func:`~mcp_tasks.core.groups.task_shard_group`, one of
-:data:`~mcp_tasks.core.groups.TASK_SHARDS`) and stays in it: a wait on a task of a shard
-already joined costs no channel-layer call at all (a group per task, joined and then left,
-cost a subscription and an unsubscription per ``tasks/get``). The price: the process hears
-the changes of every task of the shards it joined, and drops those nobody here waits on (a
-dictionary lookup each).
-"""
+"""Hearing task changes for the requests of a process that wait on them, through one
+channel per process (not one per request: pub/sub subscriptions cost Redis trips). The
+channel joins a task's shard group (:func:`~mcp_tasks.core.groups.task_shard_group`) and
+stays, so later waits cost no layer call; changes of unwatched tasks are dropped."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""``TOKEN_VERIFIER`` for django-oauth-toolkit access tokens issued by this project.
-
-``MCP_TASKS["TOKEN_VERIFIER"] = "mcp_tasks.auth.verifiers.dot.verify"``. The token's user is the
-principal; an expired or revoked (deleted) token, or one of an inactive user, is refused;
-the token's RFC 8707 ``resource`` becomes its audience (checked against ``RESOURCE``), and
-a token issued for no resource is refused with a message that says so
-(``InvalidTokenError``), like a JWT without ``aud``: MCP clients name the resource they sign
-in for, and the site's other APIs' tokens are not for this server. A lookup runs on the ORM
-thread, never on the event loop, and a verified token is remembered for ``TOKEN_CACHE_TTL``
-seconds (so a revocation takes at most that long to be seen).
-"""
+"""``TOKEN_VERIFIER`` for this project's django-oauth-toolkit access tokens
+(``mcp_tasks.auth.verifiers.dot.verify``): the token's user is the principal; expired,
+revoked or inactive users' tokens are refused, and so, with a reason, is one issued for no
+RFC 8707 ``resource`` (the site's other APIs' tokens are not for this server). Verified
+tokens are kept ``TOKEN_CACHE_TTL`` s, so a revocation takes at most that long."""
 
 from __future__ import annotations
 

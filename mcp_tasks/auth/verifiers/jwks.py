@@ -1,12 +1,8 @@
-"""``TOKEN_VERIFIER`` for JWT access tokens of an external issuer (PyJWT, keys from JWKS).
-
-``MCP_TASKS["TOKEN_VERIFIER"] = "mcp_tasks.auth.verifiers.jwks.verify"`` with ``JWT_ISSUER``
-(the ``iss`` every token must carry), ``JWT_JWKS_URL`` (the issuer's keys) and
-``JWT_ALGORITHMS``. The signature, ``iss``, ``exp`` and the presence of ``aud`` are checked
-here; the audience must name this server's ``RESOURCE`` (checked where the request is
-known). Scopes come from ``scope`` (space-separated) or ``scp`` (a list); the client from
-``client_id`` or ``azp``. The principal is the client and subject (no Django user).
-"""
+"""``TOKEN_VERIFIER`` for an external issuer's JWT access tokens
+(``mcp_tasks.auth.verifiers.jwks.verify``; ``JWT_ISSUER``, ``JWT_JWKS_URL``,
+``JWT_ALGORITHMS``): checks the signature, ``iss``, ``exp`` and that ``aud`` is present
+(the transport matches it to ``RESOURCE``). Scopes from ``scope`` or ``scp``, the client
+from ``client_id`` or ``azp``; no Django user."""
 
 from __future__ import annotations
 

@@ -326,13 +326,11 @@ class Command(BaseCommand):
         self.stderr.write(f"task {run.task_id} started ({run.tool})")
         try:
             task = run.wait(answer=prompter, on_progress=bar.show, timeout=None)
-        except (KeyboardInterrupt, NoAnswerError, InputRequiredError) as exc:
+        except (KeyboardInterrupt, NoAnswerError, InputRequiredError):
             bar.end()
             run.cancel()
             self.stderr.write(f"task {run.task_id} cancelled")
-            if isinstance(exc, KeyboardInterrupt):
-                raise CommandError("interrupted", returncode=INTERRUPTED) from None
-            raise
+            raise  # handle() turns it into its exit code
         bar.end()
         if task["status"] == "cancelled":
             raise CommandError(f"task {run.task_id} was cancelled", returncode=FAILED)
