@@ -122,12 +122,9 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
         return super().changelist_view(request, context)
 
     def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
+        self, request: HttpRequest, object_id: str, *args: Any, **kwargs: Any
     ) -> HttpResponse:
+        """A question has no edit form: its page is the answer page."""
         return HttpResponseRedirect(
             reverse("admin:mcp_tasks_inputrequest_answer", args=[object_id])
         )

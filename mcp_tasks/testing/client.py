@@ -34,7 +34,7 @@ from .results import (
     response_to,
     text_of,
 )
-from .steps import Callback, Request, Steps, T, calling, listing, started, waiting
+from .steps import Callback, Done, Request, Steps, T, advance, calling, listing, started, waiting
 from .wire import InProcess, Live, Reply, Transport, allowed_host
 
 
@@ -112,27 +112,18 @@ class McpClient:
 
     def _run(self, steps: Steps[T]) -> T:
         value = None
-        while True:
-            try:
-                step = steps.send(value)
-            except StopIteration as done:
-                returned: T = done.value
-                return returned
+        while not isinstance(step := advance(steps, value), Done):
             if isinstance(step, Request):
                 value = self.request(step.method, step.params, tasks=step.tasks, heard=step.heard)
             elif isinstance(step, Callback):
                 value = step.fn(step.argument)
             else:
                 time.sleep(step.seconds)
+        return step.value
 
     async def _arun(self, steps: Steps[T]) -> T:
         value = None
-        while True:
-            try:
-                step = steps.send(value)
-            except StopIteration as done:
-                returned: T = done.value
-                return returned
+        while not isinstance(step := advance(steps, value), Done):
             if isinstance(step, Request):
                 value = await self.arequest(
                     step.method, step.params, tasks=step.tasks, heard=step.heard
@@ -141,6 +132,7 @@ class McpClient:
                 value = await resolved(step.fn(step.argument))
             else:
                 await asyncio.sleep(step.seconds)
+        return step.value
 
     def _envelope(
         self, method: str, params: Mapping[str, Any] | None, tasks: bool

@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .results import (
     TERMINAL,
@@ -58,6 +58,21 @@ Step = Request | Callback | Sleep
 T = TypeVar("T")
 #: An operation: the steps it takes, then what it returns.
 Steps = Generator[Step, Any, T]
+
+
+@dataclass
+class Done(Generic[T]):
+    """The steps returned ``value``."""
+
+    value: T
+
+
+def advance(steps: Steps[T], value: Any) -> Step | Done[T]:
+    """The next step, sent ``value`` (what the last one gave); :class:`Done` at the end."""
+    try:
+        return steps.send(value)
+    except StopIteration as done:
+        return Done(done.value)
 
 
 def _answers(
