@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -58,8 +60,12 @@ class WaitingFor(models.TextChoices):
 class Task(models.Model):
     """A background run of a tool. Only the task service writes these rows
     (:mod:`mcp_tasks.tasks.state.service`: its modules ``lifecycle``, ``questions``,
-    ``approvals``, ``changes``, ``recovery``, with the SQL of ``rows`` and
-    ``loop_database``)."""
+    ``approvals``, ``changes``, ``recovery``, ``loop_questions``, with the SQL of ``rows``
+    and ``loop_database``)."""
+
+    #: Not a column: the questions the change this row was brought up to date with carried
+    #: (:func:`~mcp_tasks.tasks.state.changes.with_fields`), read instead of the database.
+    carried_questions: list[Any] | None = None
 
     id = models.CharField(primary_key=True, max_length=64, editable=False)
     principal_scope = models.CharField(max_length=255, db_index=True)

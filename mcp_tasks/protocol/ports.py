@@ -68,8 +68,9 @@ class TaskEngine(Protocol):
 
     async def get(self, task_id: str, principal_scope: str) -> TaskView: ...
 
-    def with_final_fields(self, task: TaskView, final: dict[str, Any]) -> TaskView:
-        """``task`` as the change that ended it left it (the fields a wake-up carried)."""
+    def with_fields(self, task: TaskView, fields: dict[str, Any]) -> TaskView:
+        """``task`` as the change that carried ``fields`` left it (an ended task's, or an
+        asking one's with its questions)."""
         ...
 
     async def questions(self, task: TaskView) -> Sequence[QuestionView]:

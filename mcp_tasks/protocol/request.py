@@ -41,8 +41,8 @@ class Sink(Protocol):
     async def wait_for_task(self, task_id: str, timeout: float) -> dict[str, Any] | None:
         """Return once the task has changed since it was first watched or since the last
         wait returned (at once if it already has), or after ``timeout`` seconds: the
-        fields of the ended task when the change carried them
-        (:func:`~mcp_tasks.tasks.state.service.with_final_fields`), else None."""
+        task's fields when the change carried them
+        (:func:`~mcp_tasks.tasks.state.service.with_fields`), else None."""
         ...
 
 

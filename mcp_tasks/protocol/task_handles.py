@@ -238,10 +238,10 @@ class TaskHandles:
                 remaining = plan.window - (time.monotonic() - started)
                 if remaining <= 0:
                     return self._handle(task, questions, started)
-                final = await sink.wait_for_task(task.id, remaining)
+                fields = await sink.wait_for_task(task.id, remaining)
                 task = (
-                    self.engine.with_final_fields(task, final)
-                    if final
+                    self.engine.with_fields(task, fields)
+                    if fields
                     else await self.engine.get(task.id, scope)
                 )
         except TaskNotFound:

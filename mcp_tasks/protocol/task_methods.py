@@ -195,11 +195,11 @@ class TaskMethods:
         seen = task.updated_at
         deadline = time.monotonic() + hold
         while task.status == "working" and (remaining := deadline - time.monotonic()) > 0:
-            final = await sink.wait_for_task(task_id, remaining)
+            fields = await sink.wait_for_task(task_id, remaining)
             # The change that ended it may carry what it left: no read back.
             task = (
-                self.engine.with_final_fields(task, final)
-                if final
+                self.engine.with_fields(task, fields)
+                if fields
                 else await self._owned(task_id, info.principal)
             )
             if task.updated_at != seen:

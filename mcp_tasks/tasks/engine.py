@@ -53,11 +53,14 @@ class Engine:
     async def get(self, task_id: str, principal_scope: str) -> Task:
         return await service.aget_task(task_id, principal_scope)
 
-    def with_final_fields(self, task: object, final: dict[str, Any]) -> Task:
-        return service.with_final_fields(_row(task), final)
+    def with_fields(self, task: object, fields: dict[str, Any]) -> Task:
+        return service.with_fields(_row(task), fields)
 
     async def questions(self, task: object) -> Sequence[InputRequest | WaitingQuestion]:
-        return await service.aoutstanding_requests(_row(task))
+        task = _row(task)
+        if task.carried_questions is not None:  # the change it came with carried them
+            return task.carried_questions
+        return await service.aoutstanding_requests(task)
 
     async def waiting_questions(self, task_id: str, principal_scope: str) -> list[InputRequest]:
         return await db(_waiting_questions)(task_id, principal_scope)

@@ -90,9 +90,9 @@ class RequestSink:
         if not wait.changed.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wait.changed.wait(), timeout)
-        final, wait.final = wait.final, None
+        fields, wait.fields = wait.fields, None
         wait.changed.clear()
-        return final
+        return fields
 
     def unwatch_task(self) -> None:
         wait, self._task_wait = self._task_wait, None

@@ -22,8 +22,9 @@ class TaskWait:
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id
         self.changed = asyncio.Event()
-        #: The ended task's fields, when the last change carried them.
-        self.final: dict[str, Any] | None = None
+        #: The task's fields as the change left it, when the one change since the last
+        #: wait carried them (an ended task's, an asking task's).
+        self.fields: dict[str, Any] | None = None
 
 
 class TaskWatcher(LayerListener):
@@ -69,9 +70,12 @@ class TaskWatcher(LayerListener):
 
     def heard(self, message: dict[str, Any]) -> None:
         if message.get("type") == "mcp.task":
-            final = message.get("final")
+            fields = message.get("fields")
+            carried = fields if isinstance(fields, dict) else None
             for wait in self.waits.get(str(message.get("task_id")), ()):
-                wait.final = final if isinstance(final, dict) else None
+                # Two changes before the request looked: what the first changed (progress)
+                # is not in the second's fields, so it reads the task back.
+                wait.fields = None if wait.changed.is_set() else carried
                 wait.changed.set()
 
 

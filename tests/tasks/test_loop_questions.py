@@ -19,6 +19,8 @@ from mcp_tasks.authoring.approval import StaffAudience
 from mcp_tasks.core import groups, task_contract
 from mcp_tasks.core.db import db
 from mcp_tasks.models import InputRequest, InputRequestStatus, Task, TaskStatus, WaitingFor
+from mcp_tasks.protocol.task_shapes import detailed_task
+from mcp_tasks.tasks.engine import Engine
 from mcp_tasks.tasks.state import service
 from mcp_tasks.tasks.state.loop_database import LoopDatabase
 from tests.tasks.test_task_rows import make_task
@@ -87,8 +89,9 @@ def test_a_round_asked_from_the_loop_writes_what_the_orm_way_writes() -> None:
         (ELICIT, NAME, "name"),
         ("sampling/createMessage", {"messages": []}, None),
     ]
+    before = Task.objects.get(pk="by-loop")
     by_orm = service.ask_all("by-orm", 1, round_, "worker-1")
-    by_loop = on_the_loop(
+    by_loop, fields = on_the_loop(
         lambda database: service.aask_all(database, "by-loop", 1, round_, "worker-1")
     )
 
@@ -111,15 +114,22 @@ def test_a_round_asked_from_the_loop_writes_what_the_orm_way_writes() -> None:
     assert loop_task.status == TaskStatus.INPUT_REQUIRED and loop_task.waiting_worker == "worker-1"
     assert loop_task.status_message == "Waiting for the client's model to answer"
     assert by_loop[0].expires_at is not None and by_loop[0].expires_at > loop_task.updated_at
+    # The wake-up that announces the round carries what a waiting tasks/get shows: the
+    # task read before it, brought up to date with them, is the task read after it.
+    carried = service.with_fields(before, fields)
+    assert carried.carried_questions is not None  # no read: the wake-up brought them
+    assert detailed_task(carried, asyncio.run(Engine().questions(carried))) == detailed_task(
+        loop_task, service.outstanding_requests(loop_task)
+    )
 
 
 def test_a_replayed_round_returns_its_recorded_answers_and_writes_nothing_new() -> None:
     waiting_task("t", ("go", SCHEMA))
     assert service.answer("t", "go", YES, principal_scope=OWNER, answered_by="client")
-    replayed = on_the_loop(
+    replayed, fields = on_the_loop(
         lambda database: service.aask_all(database, "t", 1, [(ELICIT, SCHEMA, "go")], "w")
     )
-    assert [service.answer_in(q) for q in replayed] == [YES]
+    assert [service.answer_in(q) for q in replayed] == [YES] and fields is None
     assert InputRequest.objects.filter(task_id="t").count() == 1
 
 
@@ -134,7 +144,7 @@ def test_a_replay_that_asks_differently_is_refused_as_on_the_orm_way() -> None:
 def test_a_key_used_before_gets_a_suffix_as_on_the_orm_way() -> None:
     waiting_task("t", ("go", SCHEMA))
     service.answer("t", "go", YES, principal_scope=OWNER, answered_by="client")
-    (again,) = on_the_loop(
+    (again,), _ = on_the_loop(
         lambda database: service.aask_all(database, "t", 2, [(ELICIT, SCHEMA, "go")], "worker-1")
     )
     assert again.key.startswith("go-2-") and again.sequence == 2
@@ -152,10 +162,10 @@ def test_a_round_for_a_task_that_ended_is_refused_and_writes_nothing() -> None:
 def test_staff_questions_go_the_orm_way_and_leave_the_task_working() -> None:
     make_task(id="t", status=TaskStatus.WORKING)
     staff = StaffAudience(permission="mcp_tasks.answer_inputrequest", group="", timeout=None)
-    (asked,) = on_the_loop(
+    (asked,), fields = on_the_loop(
         lambda database: service.aask_all(database, "t", 1, [(ELICIT, NAME, "k", staff)], "w")
     )
-    assert asked.for_staff
+    assert asked.for_staff and fields is None  # the client sees no question
     task = Task.objects.get(pk="t")
     assert task.status == TaskStatus.WORKING and task.waiting_for == WaitingFor.STAFF
 

@@ -378,7 +378,7 @@ def test_a_completed_task_reads_as_the_fields_its_change_carries_say(
 
     published: list[dict[str, Any] | None] = []
     monkeypatch.setattr(
-        notify, "publish_task_change", lambda *args, final=None, **_: published.append(final)
+        notify, "publish_task_change", lambda *args, fields=None, **_: published.append(fields)
     )
     task = new_task()
     before = service.get_task(task.id, task.principal_scope)
@@ -392,7 +392,7 @@ def test_a_completed_task_reads_as_the_fields_its_change_carries_say(
     (final,) = published
     assert final is not None
     after = service.get_task(task.id, task.principal_scope)
-    assert detailed_task(service.with_final_fields(before, final)) == detailed_task(after)
+    assert detailed_task(service.with_fields(before, final)) == detailed_task(after)
 
 
 def test_a_large_result_is_not_carried_by_the_change(
@@ -400,7 +400,7 @@ def test_a_large_result_is_not_carried_by_the_change(
 ) -> None:
     published: list[dict[str, Any] | None] = []
     monkeypatch.setattr(
-        notify, "publish_task_change", lambda *args, final=None, **_: published.append(final)
+        notify, "publish_task_change", lambda *args, fields=None, **_: published.append(fields)
     )
     task = new_task()
     text = "x" * service.FINAL_FIELDS_MAX

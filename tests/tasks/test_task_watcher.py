@@ -106,7 +106,7 @@ async def test_a_change_wakes_the_waits_on_that_task_only(redis_url: str) -> Non
 
 
 async def test_the_fields_an_ended_task_carries_reach_every_wait_on_it(redis_url: str) -> None:
-    """``final`` goes through the layer's serialisation whole; a change without it leaves
+    """``fields`` go through the layer's serialisation whole; a change without them leaves
     none, so the waiting request reads the task back."""
     prefix = f"test-watcher-{secrets.token_hex(4)}"
     watcher = TaskWatcher(RedisPubSubChannelLayer(hosts=[redis_url], prefix=prefix))
@@ -122,13 +122,56 @@ async def test_the_fields_an_ended_task_carries_reach_every_wait_on_it(redis_url
         }
     )
     sender = RedisPubSubChannelLayer(hosts=[redis_url], prefix=prefix)
-    message = {"type": "mcp.task", "task_id": ended, "status": "completed", "final": final}
+    message = {"type": "mcp.task", "task_id": ended, "status": "completed", "fields": final}
     await sender.group_send(groups.task_shard_group(ended), message)
     await send_change(redis_url, prefix, other)
     await sender.flush()
     for wait in (*waits, plain):
         assert wait is not None
         await asyncio.wait_for(wait.changed.wait(), 5)
-    assert [wait.final for wait in waits if wait] == [final, final]
-    assert plain is not None and plain.final is None
+    assert [wait.fields for wait in waits if wait] == [final, final]
+    assert plain is not None and plain.fields is None
+    await watcher.layer.flush()
+
+
+async def test_fields_that_follow_a_change_not_yet_looked_at_are_not_carried(
+    redis_url: str,
+) -> None:
+    """Progress, then a question, before the waiting request looked: the question's
+    fields lack the progress, so the request gets none and reads the task back."""
+    prefix = f"test-watcher-{secrets.token_hex(4)}"
+    watcher = TaskWatcher(RedisPubSubChannelLayer(hosts=[redis_url], prefix=prefix))
+    (task_id,), _ = task_ids_by_shard(1)
+    heard: list[dict[str, Any]] = []
+    hear = watcher.heard
+
+    def counted(message: dict[str, Any]) -> None:
+        heard.append(message)
+        hear(message)
+
+    watcher.heard = counted  # type: ignore[method-assign]
+    wait = await watcher.watch(task_id)
+    assert wait is not None
+    sender = RedisPubSubChannelLayer(hosts=[redis_url], prefix=prefix)
+    fields = {"status": "input_required", "status_message": "Name?", "questions": "[]"}
+    for message in (
+        {"type": "mcp.task", "task_id": task_id, "status": "working"},
+        {"type": "mcp.task", "task_id": task_id, "status": "input_required", "fields": fields},
+    ):
+        await sender.group_send(groups.task_shard_group(task_id), message)
+    await sender.flush()
+    await asyncio.wait_for(wait.changed.wait(), 5)
+    for _ in range(250):  # both heard (the second one right after the first)
+        if len(heard) == 2:
+            break
+        await asyncio.sleep(0.02)
+    assert len(heard) == 2 and wait.fields is None
+    wait.changed.clear()  # looked at: the next change's fields are carried
+    await sender.group_send(
+        groups.task_shard_group(task_id),
+        {"type": "mcp.task", "task_id": task_id, "status": "input_required", "fields": fields},
+    )
+    await sender.flush()
+    await asyncio.wait_for(wait.changed.wait(), 5)
+    assert wait.fields == fields
     await watcher.layer.flush()

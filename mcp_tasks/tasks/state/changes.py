@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +17,7 @@ from ...core import background, metrics_hook
 from ...core.db import db
 from ...models import (
     TERMINAL_STATUSES,
+    InputRequest,
     InputRequestStatus,
     Task,
     TaskLogEntry,
@@ -166,7 +168,7 @@ async def acomplete(database: LoopDatabase, task: Task, result: dict[str, Any]) 
     session_id = task.session_id if task.era == "legacy" else None
     final = final_fields(finished)
     background.in_background(
-        notify.apublish_task_change(task.id, TaskStatus.COMPLETED, session_id, final=final),
+        notify.apublish_task_change(task.id, TaskStatus.COMPLETED, session_id, fields=final),
         logger,
         "could not publish the change of task %s",
         task.id,
@@ -194,8 +196,8 @@ def _completion(task_id: str, result: dict[str, Any]) -> tuple[dict[str, Any], d
     }
 
 
-#: Largest ``final_fields`` (bytes of JSON) a task change carries; past it, the waiting
-#: requests read the task back.
+#: Largest JSON (bytes) a task change carries (:func:`final_fields`, the questions of
+#: :func:`asked_fields`); past it, the waiting requests read the task back.
 FINAL_FIELDS_MAX = 16 * 1024
 
 
@@ -218,13 +220,40 @@ def final_fields(changes: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def with_final_fields(task: Task, final: dict[str, Any]) -> Task:
-    """``task`` (read before it ended) as the change that ended it left it."""
-    outcome = json.loads(final["outcome"])
-    task.status = final["status"]
-    task.status_message = final["status_message"]
-    task.updated_at = datetime.fromisoformat(final["updated_at"])
-    task.result, task.error = outcome["result"], outcome["error"]
+def asked_fields(
+    status_message: str, updated_at: datetime, questions: Sequence[InputRequest]
+) -> dict[str, Any] | None:
+    """What a waiting request needs of a task that just asked the client ``questions``
+    (a wake-up carries it), None when they are too large to carry."""
+    asked = json.dumps(
+        [[question.key, question.method, question.params] for question in questions],
+        separators=(",", ":"),
+    )
+    if len(asked) > FINAL_FIELDS_MAX:
+        return None
+    return {
+        "status": str(TaskStatus.INPUT_REQUIRED),
+        "status_message": status_message,
+        "updated_at": updated_at.isoformat(),
+        "questions": asked,
+    }
+
+
+def with_fields(task: Task, fields: dict[str, Any]) -> Task:
+    """``task`` (read before) as the change that carried ``fields`` left it
+    (:func:`final_fields`, :func:`asked_fields`): its outcome, or the questions it waits
+    for (:attr:`~mcp_tasks.models.Task.carried_questions`)."""
+    task.status = fields["status"]
+    task.status_message = fields["status_message"]
+    task.updated_at = datetime.fromisoformat(fields["updated_at"])
+    if "outcome" in fields:
+        outcome = json.loads(fields["outcome"])
+        task.result, task.error = outcome["result"], outcome["error"]
+    task.carried_questions = (
+        [rows.WaitingQuestion(*question) for question in json.loads(fields["questions"])]
+        if "questions" in fields
+        else None
+    )
     return task
 
 

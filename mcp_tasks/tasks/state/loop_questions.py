@@ -28,7 +28,7 @@ from ...core.db import db
 from ...core.task_contract import TaskNotFound
 from ...models import Audience, InputRequest, InputRequestStatus, Task, TaskStatus, WaitingFor
 from . import notify, outbox
-from .changes import expired, locked, status_changed, touch
+from .changes import asked_fields, expired, locked, status_changed, touch
 from .loop_database import LoopDatabase
 from .questions import (
     Asked,
@@ -120,19 +120,22 @@ async def aask_all(
     first_sequence: int,
     questions: Sequence[Asked],
     worker_name: str,
-) -> list[InputRequest]:
+) -> tuple[list[InputRequest], dict[str, Any] | None]:
     """:func:`~.questions.ask_all` from the worker's event loop: one statement when the
-    round is new and for the client, else the ORM's way."""
+    round is new and for the client, else the ORM's way. With the rows, the task's fields
+    for the wake-up that announces them (:func:`~.changes.asked_fields`; None: the waiting
+    requests read them back)."""
     new = _new_questions(task_id, first_sequence, questions, worker_name)
     if new is None:
-        return await db(ask_all)(task_id, first_sequence, questions, worker_name)
+        return await db(ask_all)(task_id, first_sequence, questions, worker_name), None
     connection = database.wrapper
-    last = new[-1]
+    status_message = question_text(new[-1].method, new[-1].params)
+    updated_at = timezone.now()
     changes = {
         "status": TaskStatus.INPUT_REQUIRED,
-        "status_message": question_text(last.method, last.params),
+        "status_message": status_message,
         "waiting_worker": worker_name[:255],
-        "updated_at": timezone.now(),
+        "updated_at": updated_at,
     }
     params = update_params(connection, task_id, {"status": TaskStatus.WORKING}, changes)
     params += [task_id, first_sequence, *(request.key for request in new)]
@@ -143,14 +146,14 @@ async def aask_all(
         ]
     _, (ids,) = await database.fetch_one(_ask_sql(database.alias, len(new)), params)
     if not ids:  # replayed, a key used before, or the task is not working
-        return await db(ask_all)(task_id, first_sequence, questions, worker_name)
+        return await db(ask_all)(task_id, first_sequence, questions, worker_name), None
     for request, pk in zip(new, ids, strict=True):
         request.pk = pk
         request._state.adding = False
         request._state.db = database.alias
     if _told_anyone():
         await db(_tell_asked)(task_id, new)
-    return new
+    return new, asked_fields(status_message, updated_at, new)
 
 
 def _tell_asked(task_id: str, new: list[InputRequest]) -> None:

@@ -26,20 +26,21 @@ async def apublish_task_change(
     session_id: str | None = None,
     worker: str | None = None,
     answers: dict[str, Any] | None = None,
-    final: dict[str, Any] | None = None,
+    fields: dict[str, Any] | None = None,
 ) -> None:
     """Tell the task's watchers (requests waiting on it, through its shard group; a legacy
     creator's session streams; the ``worker`` runtime running it) that it changed.
     ``answers`` (question key → committed answer) go to the worker only: it goes on without
-    reading them back. ``final``: the fields of a task that ended, as committed
-    (:func:`~mcp_tasks.tasks.state.service.final_fields`), to the waiting requests only: they
+    reading them back. ``fields``: the task's fields as the change committed them (an ended
+    task's, :func:`~mcp_tasks.tasks.state.changes.final_fields`; an asking task's,
+    :func:`~mcp_tasks.tasks.state.changes.asked_fields`), to the waiting requests only: they
     answer without reading the task back."""
     layer = get_channel_layer(get_config().CHANNEL_LAYER)
     if layer is None:
         return
     message: dict[str, Any] = {"type": "mcp.task", "task_id": task_id, "status": status}
     await layer.group_send(
-        task_shard_group(task_id), {**message, "final": final} if final else message
+        task_shard_group(task_id), {**message, "fields": fields} if fields else message
     )
     if session_id:
         await layer.group_send(session_group(session_id), message)

@@ -74,15 +74,15 @@ def publish(task: Task, *, wake: bool = False, answers: dict[str, Any] | None = 
     after_commit(lambda: notify.publish_task_change(task_id, status, session_id, worker, answers))
 
 
-def publish_by_worker(task: Task | str, status: str, final: dict[str, Any] | None = None) -> None:
+def publish_by_worker(task: Task | str, status: str, fields: dict[str, Any] | None = None) -> None:
     """:func:`publish` for a change the worker running the task made with a conditional
-    update (``task``: the row as the worker loaded it, or its id; ``final``: the fields of
+    update (``task``: the row as the worker loaded it, or its id; ``fields``: those of
     a task that ended, :func:`~.changes.final_fields`)."""
     if isinstance(task, str):
         task = Task.objects.only("era", "session_id").get(pk=task)
     task_id = task.id
     legacy_session = task.session_id if task.era == "legacy" else None
-    after_commit(lambda: notify.publish_task_change(task_id, status, legacy_session, final=final))
+    after_commit(lambda: notify.publish_task_change(task_id, status, legacy_session, fields=fields))
 
 
 def announce(task_id: str, event: str) -> None:

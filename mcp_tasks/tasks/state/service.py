@@ -33,7 +33,7 @@ from .changes import (
     complete,
     fail,
     final_fields,
-    with_final_fields,
+    with_fields,
 )
 from .lifecycle import (
     abegin_run,
@@ -127,6 +127,6 @@ __all__ = [
     "stored_caller",
     "unserved_queues",
     "validate_answer",
-    "with_final_fields",
+    "with_fields",
     "withdraw",
 ]

@@ -148,13 +148,14 @@ class TaskBackend:
             for question in questions
         ]
         database = self.runtime.database
+        fields: dict[str, Any] | None = None  # what the wake-up may carry of the task
         try:
             if database is None:
                 rows = await durable(service.ask_all, "a task's questions")(
                     self.task.id, first, asked, self.runtime.name
                 )
             else:
-                rows = await persistently(
+                rows, fields = await persistently(
                     lambda: service.aask_all(
                         database, self.task.id, first, asked, self.runtime.name
                     ),
@@ -177,7 +178,9 @@ class TaskBackend:
                 status = "working" if for_staff else "input_required"
                 # Through a Redis failover (up to REDIS_FAILOVER_WAIT) rather than withdraw.
                 await redis_clients.riding_out(
-                    lambda: notify.apublish_task_change(self.task.id, status, session_id)
+                    lambda: notify.apublish_task_change(
+                        self.task.id, status, session_id, fields=fields
+                    )
                 )
             except Exception:
                 logger.exception(
