@@ -259,11 +259,11 @@ def test_with_two_questions_waiting_the_first_answer_leaves_the_task_asking() ->
     assert (task.status, task.status_message) == (TaskStatus.WORKING, "Answered")
 
 
-def test_a_task_that_changed_between_the_read_and_the_write_is_settled_under_its_lock(
+def test_a_task_that_changed_between_the_read_and_the_write_goes_the_orm_way(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Another question asked just after the answer's read: the answer is recorded, and
-    the task goes on asking (the one statement must not resume it)."""
+    """Another question asked just after the answer's read: the one statement writes
+    nothing, and the ORM's way records the answer and leaves the task asking."""
     waiting_task("t", ("a", SCHEMA))
     fetch_one = LoopDatabase.fetch_one
     reads = 0
@@ -334,3 +334,30 @@ def test_with_no_receiver_a_question_and_its_answer_make_no_hop_to_djangos_threa
     assert on_the_loop(ask_and_answer) is True
     assert hops == [connections.close_all]  # on_the_loop's own, at the end
     assert Task.objects.get(pk="t").status == TaskStatus.WORKING
+
+
+def test_a_write_sent_twice_after_its_reply_was_lost_records_the_answer_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The connection broke after the write committed, and it was sent again (as
+    ``LoopDatabase`` does): the second finds the task changed, writes nothing, and the
+    ORM's way finds the question answered. The answer and the resumed task stand."""
+    waiting_task("t", ("go", SCHEMA))
+    fetch_one = LoopDatabase.fetch_one
+    sent: list[Any] = []
+
+    async def twice(self: LoopDatabase, sql: str, params: Any) -> Any:
+        result = await fetch_one(self, sql, params)
+        if sql.startswith("WITH"):  # the write: its reply lost, sent again
+            sent.append(result)
+            result = await fetch_one(self, sql, params)
+            sent.append(result)
+        return result
+
+    monkeypatch.setattr(LoopDatabase, "fetch_one", twice)
+    aanswer("t", "go", YES)
+    assert [recorded for _, (_, recorded) in sent] == [1, 0]
+    (question,) = InputRequest.objects.filter(task_id="t")
+    assert question.status == InputRequestStatus.ANSWERED and question.response == YES
+    task = Task.objects.get(pk="t")
+    assert (task.status, task.status_message) == (TaskStatus.WORKING, "Answered")

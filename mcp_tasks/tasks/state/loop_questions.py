@@ -9,8 +9,8 @@ loop (PostgreSQL, :mod:`.loop_database`), for the common case:
 Everything else — a replay after a resume, staff questions, a key used before, several
 questions waiting, a task that changed between the read and the write — goes the ORM's way
 (:mod:`.questions`), under the task's row lock. The conditions in each statement make the
-two ways agree: a statement that finds anything unusual writes nothing (asking), or leaves
-the task for the locked way to settle (answering)."""
+two ways agree: a statement that finds anything unusual writes nothing, and the ORM's way
+then does it all."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import connections
 from django.utils import timezone
 
 from ... import jsontext, signals
@@ -28,11 +28,10 @@ from ...core.db import db
 from ...core.task_contract import TaskNotFound
 from ...models import Audience, InputRequest, InputRequestStatus, Task, TaskStatus, WaitingFor
 from . import notify, outbox
-from .changes import asked_fields, expired, locked, status_changed, touch
+from .changes import asked_fields, expired, status_changed
 from .loop_database import LoopDatabase
 from .questions import (
     Asked,
-    after_answer,
     answer,
     ask_all,
     new_question,
@@ -191,31 +190,33 @@ def _question_sql(alias: str) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _answer_sql(alias: str) -> str:
-    """The answer goes in if its question still waits; then the task goes back to working
-    if nothing else changed it since it was read (its ``updated_at``)."""
+    """The task goes back to working and the answer goes in, both or neither: only if the
+    task is as it was read (its ``updated_at``: every change of its questions moves it,
+    and the row lock orders this statement after any under way) and the question waits."""
     connection = connections[alias]
     quote = connection.ops.quote_name
     questions = quote(InputRequest._meta.db_table)
+    pk = quote(str(InputRequest._meta.pk.column))
 
     def column(name: str) -> str:
         return quote(column_of(InputRequest, name))
 
-    record = (
-        f"UPDATE {questions} SET {column('response')} = %s, {column('status')} = %s, "
-        f"{column('answered_by')} = %s, {column('answered_at')} = %s "
-        f"WHERE {quote(str(InputRequest._meta.pk.column))} = %s "
-        f"AND {column('status')} = %s RETURNING 1"
-    )
+    waits = f"{pk} = %s AND {column('status')} = %s"
     resume = update_sql(
         alias,
         ("status", "status_message", "waiting_for", "updated_at"),
         ("id", "status", "updated_at"),
     )
     worker = quote(column_of(Task, "worker_name"))
+    record = (
+        f"UPDATE {questions} SET {column('response')} = %s, {column('status')} = %s, "
+        f"{column('answered_by')} = %s, {column('answered_at')} = %s "
+        f"WHERE {waits} AND EXISTS (SELECT 1 FROM {quote('r')})"
+    )
     return (
-        f"WITH {quote('a')} AS ({record}), "
-        f"{quote('r')} AS ({resume} AND EXISTS (SELECT 1 FROM {quote('a')}) RETURNING {worker}) "
-        f"SELECT (SELECT COUNT(*) FROM {quote('a')}), (SELECT {worker} FROM {quote('r')})"
+        f"WITH {quote('r')} AS ({resume} AND EXISTS (SELECT 1 FROM {questions} WHERE {waits}) "
+        f"RETURNING {worker}), {quote('a')} AS ({record} RETURNING 1) "
+        f"SELECT (SELECT {worker} FROM {quote('r')}), (SELECT COUNT(*) FROM {quote('a')})"
     )
 
 
@@ -260,13 +261,7 @@ async def aanswer(
     request.status = InputRequestStatus.ANSWERED
     request.answered_by = "client"
     request.answered_at = now = timezone.now()
-    fields = InputRequest._meta
-    answer_params = [
-        fields.get_field(name).get_db_prep_save(getattr(request, name), connection)  # type: ignore[union-attr]
-        for name in ("response", "status", "answered_by", "answered_at")
-    ]
-    answer_params += [request.pk, InputRequestStatus.PENDING.value]
-    answer_params += update_params(
+    params = update_params(
         connection,
         task_id,
         {"status": TaskStatus.INPUT_REQUIRED, "updated_at": task.updated_at},
@@ -277,12 +272,24 @@ async def aanswer(
             "updated_at": now,
         },
     )
-    _, (recorded, worker) = await database.fetch_one(_answer_sql(database.alias), answer_params)
+    waits: list[Any] = [request.pk, InputRequestStatus.PENDING.value]
+    fields = InputRequest._meta
+    params += waits + [
+        fields.get_field(name).get_db_prep_save(getattr(request, name), connection)  # type: ignore[union-attr]
+        for name in ("response", "status", "answered_by", "answered_at")
+    ]
+    _, (worker, recorded) = await database.fetch_one(_answer_sql(database.alias), params + waits)
     if not recorded:
-        return False  # someone answered it first
-    if worker is None:  # the task changed since it was read: settled under its lock
-        await db(_settle)(task_id, request)
-        return True
+        # The task changed since it was read (another question or answer, its worker
+        # letting it go), or this was sent twice over a broken connection: the ORM's way.
+        return await db(answer)(
+            task_id,
+            key,
+            response,
+            principal_scope=principal_scope,
+            answered_by="client",
+            not_found_raises=not_found_raises,
+        )
     session_id = task.session_id if task.era == "legacy" else None
     in_background(
         notify.apublish_task_change(
@@ -300,11 +307,7 @@ async def aanswer(
 def _tell_answered(task_id: str, request: InputRequest) -> None:
     """What :func:`~.questions.answer` tells others, for an answer :func:`aanswer` wrote
     that resumed its task."""
-    _tell_recorded(task_id, request)
     status_changed(task_id, TaskStatus.INPUT_REQUIRED, TaskStatus.WORKING)
-
-
-def _tell_recorded(task_id: str, request: InputRequest) -> None:
     outbox.announce(task_id, "question_answered")
     outbox.signal(
         signals.question_answered,
@@ -313,18 +316,3 @@ def _tell_recorded(task_id: str, request: InputRequest) -> None:
         answered_by=request.answered_by,
         user=None,
     )
-
-
-def _settle(task_id: str, request: InputRequest) -> None:
-    """An answer :func:`aanswer` recorded whose task changed since it was read (another
-    question, the worker letting it go): what follows, decided under the task's lock."""
-    with transaction.atomic():
-        task = locked(task_id)
-        _tell_recorded(task_id, request)
-        if task.is_terminal:
-            return
-        if task.status == TaskStatus.INPUT_REQUIRED:
-            after_answer(task, answered=request)
-        else:  # resumed already by another answer's settling
-            touch(task)
-            outbox.publish(task)
