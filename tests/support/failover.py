@@ -709,8 +709,15 @@ class Load:
                 keys = [key for key in task.get("inputRequests") or {} if key not in answered]
                 if keys and self._answer(http, task_id, keys):
                     answered.update(keys)
-            elif self._stop.is_set() and task.get("statusMessage") == "Queued":
-                return  # queued when the load stopped: the audit follows it
+            elif (
+                self._stop.is_set()
+                and task.get("statusMessage") == "Queued"
+                and self.created.get(task_id) not in self.asking
+            ):
+                # Queued when the load stopped: the audit follows it. Not one that will ask
+                # a question (its job lost in the fault and queued again, say): nobody else
+                # would answer it, and it would never end.
+                return
             time.sleep(0.05)
 
     def burst(self, count: int, seconds: float) -> None:
