@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import transaction
 
 from ..conf import DEFAULTS
-from ..tasks.state import notify
+from ..tasks.state import outbox
 from . import watchers
 
 _DEFAULT_PATH = DEFAULTS["ADMIN_LIVE_PATH"]
@@ -25,7 +25,7 @@ def enabled() -> bool:
 def announce(task_id: str, event: str) -> None:
     """Tell the live admin pages that ``task_id`` changed; nothing while none is open."""
     if enabled() and watchers.pages_open():
-        notify.publish_admin_event(task_id, event)
+        outbox.publish_admin_event(task_id, event)
 
 
 def announce_on_commit(task_id: str, event: str) -> None:

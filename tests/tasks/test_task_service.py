@@ -24,7 +24,7 @@ from mcp_tasks.models import (
     TaskStatus,
 )
 from mcp_tasks.tasks.queues import fair_queue, queue
-from mcp_tasks.tasks.state import crypto, notify, service
+from mcp_tasks.tasks.state import crypto, outbox, service
 from tests.support import rows as support_rows
 from tests.support.rows import new_record
 
@@ -378,7 +378,7 @@ def test_a_completed_task_reads_as_the_fields_its_change_carries_say(
 
     published: list[dict[str, Any] | None] = []
     monkeypatch.setattr(
-        notify, "publish_task_change", lambda *args, fields=None, **_: published.append(fields)
+        outbox, "publish_task_change", lambda *args, fields=None, **_: published.append(fields)
     )
     task = new_task()
     before = service.get_task(task.id, task.principal_scope)
@@ -400,7 +400,7 @@ def test_a_large_result_is_not_carried_by_the_change(
 ) -> None:
     published: list[dict[str, Any] | None] = []
     monkeypatch.setattr(
-        notify, "publish_task_change", lambda *args, fields=None, **_: published.append(fields)
+        outbox, "publish_task_change", lambda *args, fields=None, **_: published.append(fields)
     )
     task = new_task()
     text = "x" * service.FINAL_FIELDS_MAX
@@ -795,7 +795,7 @@ def test_the_wake_up_brings_the_committed_answer_to_the_waiting_worker(
     service.begin_run(task.id, "w")
     asked(task)
     sent: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(notify, "publish_task_change", lambda *args: sent.append(args))
+    monkeypatch.setattr(outbox, "publish_task_change", lambda *args: sent.append(args))
     with django_capture_on_commit_callbacks(execute=True):
         accept_as_staff(task)
     [(task_id, status, _session, worker, answers)] = sent

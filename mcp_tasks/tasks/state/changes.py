@@ -24,7 +24,7 @@ from ...models import (
     TaskStatus,
     WaitingFor,
 )
-from . import notify, outbox, rows
+from . import outbox, rows
 from .loop_database import LoopDatabase
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -168,7 +168,7 @@ async def acomplete(database: LoopDatabase, task: Task, result: dict[str, Any]) 
     session_id = task.session_id if task.era == "legacy" else None
     final = final_fields(finished)
     background.in_background(
-        notify.apublish_task_change(task.id, TaskStatus.COMPLETED, session_id, fields=final),
+        outbox.apublish_task_change(task.id, TaskStatus.COMPLETED, session_id, fields=final),
         logger,
         "could not publish the change of task %s",
         task.id,

@@ -27,7 +27,7 @@ from ...core.background import in_background
 from ...core.db import db
 from ...core.task_contract import TaskNotFound
 from ...models import Audience, InputRequest, InputRequestStatus, Task, TaskStatus, WaitingFor
-from . import notify, outbox
+from . import outbox
 from .changes import asked_fields, expired, status_changed
 from .loop_database import LoopDatabase
 from .questions import (
@@ -292,7 +292,7 @@ async def aanswer(
         )
     session_id = task.session_id if task.era == "legacy" else None
     in_background(
-        notify.apublish_task_change(
+        outbox.apublish_task_change(
             task_id, TaskStatus.WORKING, session_id, worker or None, {key: request.response}
         ),
         logger,

@@ -1,27 +1,38 @@
-"""What a transaction of the task service sends once it commits: the one way out.
+"""What the task service tells others of a change: the one way out.
 
 Every transition tells others of itself only after its transaction commits (durable
 before visible), through these functions and no other ``transaction.on_commit``: the
 task's watchers and the worker running it (:func:`publish`, :func:`publish_by_worker`,
-through :mod:`.notify`), the live admin (:func:`announce`, through the announcer the live
-admin installs: :func:`install_announcer`),
-the site's receivers of :mod:`mcp_tasks.signals` (:func:`signal`), and the queue
-(:func:`enqueue`, :func:`after_commit` for the rest: a job's stop, the metrics). A
-rolled-back savepoint drops what it added, as ``on_commit`` does.
+through the channel layer: :func:`apublish_task_change`, which a change committed from the
+event loop calls itself), the live admin (:func:`announce`, through the announcer the live
+admin installs: :func:`install_announcer`), the site's receivers of :mod:`mcp_tasks.signals`
+(:func:`signal`), and the queue (:func:`enqueue`, :func:`after_commit` for the rest: a
+job's stop, the metrics). A rolled-back savepoint drops what it added, as ``on_commit``
+does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, Protocol
 
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.db import transaction
 from django.dispatch import Signal
 
 from ... import signals
+from ...conf import get_config
+from ...core.background import in_background
+from ...core.db import calling_loop
+from ...core.groups import ADMIN, session_group, task_shard_group, worker_group
 from ...models import Task
 from ..queues import queue
-from . import notify
+
+logger = logging.getLogger("mcp_tasks.tasks")
+
+P = ParamSpec("P")
 
 
 class Announcer(Protocol):
@@ -71,7 +82,7 @@ def publish(task: Task, *, wake: bool = False, answers: dict[str, Any] | None = 
     task_id, status = task.id, task.status
     session_id = task.session_id if task.era == "legacy" else None
     worker = task.worker_name if wake and task.worker_name else None
-    after_commit(lambda: notify.publish_task_change(task_id, status, session_id, worker, answers))
+    after_commit(lambda: publish_task_change(task_id, status, session_id, worker, answers))
 
 
 def publish_by_worker(task: Task | str, status: str, fields: dict[str, Any] | None = None) -> None:
@@ -82,7 +93,7 @@ def publish_by_worker(task: Task | str, status: str, fields: dict[str, Any] | No
         task = Task.objects.only("era", "session_id").get(pk=task)
     task_id = task.id
     legacy_session = task.session_id if task.era == "legacy" else None
-    after_commit(lambda: notify.publish_task_change(task_id, status, legacy_session, fields=fields))
+    after_commit(lambda: publish_task_change(task_id, status, legacy_session, fields=fields))
 
 
 def announce(task_id: str, event: str) -> None:
@@ -100,3 +111,80 @@ def enqueue(task: Task, *, delay: float = 0.0, robust: bool = False) -> None:
     """Queue the task's next job (``robust``: a queue that cannot take it now is logged;
     the housekeeping queues it again after ``TASK_REQUEUE_AFTER``)."""
     after_commit(lambda: queue.enqueue(task, delay=delay), robust=robust)
+
+
+# -- the channel layer: streams in any process and the worker running the task hear of a
+# change at once ----------------------------------------------------------------------
+
+
+async def apublish_task_change(
+    task_id: str,
+    status: str,
+    session_id: str | None = None,
+    worker: str | None = None,
+    answers: dict[str, Any] | None = None,
+    fields: dict[str, Any] | None = None,
+) -> None:
+    """Tell the task's watchers (requests waiting on it, through its shard group; a legacy
+    creator's session streams; the ``worker`` runtime running it) that it changed.
+    ``answers`` (question key → committed answer) go to the worker only: it goes on without
+    reading them back. ``fields``: the task's fields as the change committed them (an ended
+    task's, :func:`~mcp_tasks.tasks.state.changes.final_fields`; an asking task's,
+    :func:`~mcp_tasks.tasks.state.changes.asked_fields`), to the waiting requests only: they
+    answer without reading the task back."""
+    layer = get_channel_layer(get_config().CHANNEL_LAYER)
+    if layer is None:
+        return
+    message: dict[str, Any] = {"type": "mcp.task", "task_id": task_id, "status": status}
+    await layer.group_send(
+        task_shard_group(task_id), {**message, "fields": fields} if fields else message
+    )
+    if session_id:
+        await layer.group_send(session_group(session_id), message)
+    if worker:
+        await layer.group_send(worker_group(worker), {**message, "answers": answers or {}})
+
+
+async def apublish_admin_event(task_id: str, event: str) -> None:
+    """Tell the live admin pages (:data:`~mcp_tasks.core.groups.ADMIN`) that a task changed."""
+    layer = get_channel_layer(get_config().CHANNEL_LAYER)
+    if layer is not None:
+        message = {"type": "mcp.admin", "task_id": task_id, "event": event}
+        await layer.group_send(ADMIN, message)
+
+
+def _from_sync_code(send: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
+    """``send`` (its first argument: the task id) for synchronous code. Inside a
+    :func:`~mcp_tasks.core.db.db` call the message goes out from the awaiting event loop without
+    blocking the ORM thread; elsewhere (admin views, management commands) it is sent before
+    this returns. Failures are logged: pollers and the worker's heartbeat still see the row."""
+
+    def publish(*args: P.args, **kwargs: P.kwargs) -> None:
+        task_id = args[0]
+        loop = calling_loop()
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(
+                in_background,
+                send(*args, **kwargs),
+                logger,
+                "could not publish the change of task %s",
+                task_id,
+            )
+            return
+        try:
+            async_to_sync(send)(*args, **kwargs)
+        except Exception:
+            logger.warning(
+                "could not publish the change of task %s",
+                task_id,
+                exc_info=True,
+                extra={"task_id": task_id},
+            )
+
+    return publish
+
+
+#: :func:`apublish_task_change` from synchronous code.
+publish_task_change = _from_sync_code(apublish_task_change)
+#: :func:`apublish_admin_event` from synchronous code.
+publish_admin_event = _from_sync_code(apublish_admin_event)

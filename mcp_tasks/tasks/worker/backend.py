@@ -25,7 +25,7 @@ from ...core.db import db, persistently
 from ...core.jsonrpc import notification
 from ...exceptions import ToolError
 from ...models import Task, TaskSnapshot
-from ..state import approvals, notify, service
+from ..state import approvals, outbox, service
 from .runtime import JobSlot, Runtime, TaskWatch
 
 logger = logging.getLogger("mcp_tasks.tasks")
@@ -178,7 +178,7 @@ class TaskBackend:
                 status = "working" if for_staff else "input_required"
                 # Through a Redis failover (up to REDIS_FAILOVER_WAIT) rather than withdraw.
                 await redis_clients.riding_out(
-                    lambda: notify.apublish_task_change(
+                    lambda: outbox.apublish_task_change(
                         self.task.id, status, session_id, fields=fields
                     )
                 )
@@ -226,7 +226,7 @@ class TaskBackend:
             session_id = self.task.session_id if self.snapshot.era == "legacy" else None
             try:
                 await redis_clients.riding_out(
-                    lambda: notify.apublish_task_change(self.task.id, "working", session_id)
+                    lambda: outbox.apublish_task_change(self.task.id, "working", session_id)
                 )
             except Exception:  # staff find it in the admin all the same
                 logger.warning(
