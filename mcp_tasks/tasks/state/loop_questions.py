@@ -44,7 +44,7 @@ from .rows import TASK_COLUMNS, Columns, column_of, owned, update_params, update
 logger = logging.getLogger("mcp_tasks.tasks")
 
 _QUESTION = Columns(InputRequest, "q")
-#: The columns a new question's INSERT names (its id comes from its sequence).
+#: The columns a new question's INSERT names (the database numbers its id).
 _NEW_FIELDS = [field for field in InputRequest._meta.concrete_fields if not field.primary_key]
 
 
@@ -95,7 +95,7 @@ def _ask_sql(alias: str, count: int) -> str:
 
 
 def _new_questions(
-    task_id: str, first_sequence: int, questions: Sequence[Asked], worker_name: str
+    task_id: str, first_sequence: int, questions: Sequence[Asked]
 ) -> list[InputRequest] | None:
     """The round's rows as :func:`~.questions.ask_all` would write them; None when it
     needs the ORM's way (a staff question, a key repeated within the round)."""
@@ -124,7 +124,7 @@ async def aask_all(
     round is new and for the client, else the ORM's way. With the rows, the task's fields
     for the wake-up that announces them (:func:`~.changes.asked_fields`; None: the waiting
     requests read them back)."""
-    new = _new_questions(task_id, first_sequence, questions, worker_name)
+    new = _new_questions(task_id, first_sequence, questions)
     if new is None:
         return await db(ask_all)(task_id, first_sequence, questions, worker_name), None
     connection = database.wrapper
