@@ -39,7 +39,7 @@ from .questions import (
     suffixed_key,
     validate_answer,
 )
-from .rows import TASK_COLUMNS, Columns, column_of, owned, update_params, update_sql
+from .rows import TASK_COLUMNS, Columns, column_of, inserted, owned, update_params, update_sql
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -148,8 +148,7 @@ async def aask_all(
         return await db(ask_all)(task_id, first_sequence, questions, worker_name), None
     for request, pk in zip(new, ids, strict=True):
         request.pk = pk
-        request._state.adding = False
-        request._state.db = database.alias
+    inserted(database.alias, *new)
     if _told_anyone():
         await db(_tell_asked)(task_id, new)
     return new, asked_fields(status_message, updated_at, new)
@@ -247,16 +246,18 @@ async def aanswer(
     request: InputRequest = _QUESTION.build(row[width : width + len(_QUESTION.fields)], connection)
     if request.status != InputRequestStatus.PENDING or request.audience != Audience.CLIENT:
         return False  # answered already, or a staff question the client never saw
+    the_orm_way = functools.partial(
+        db(answer),
+        task_id,
+        key,
+        response,
+        principal_scope=principal_scope,
+        answered_by="client",
+        not_found_raises=not_found_raises,
+    )
     waiting = row[-1]
     if waiting != 1 or task.status != TaskStatus.INPUT_REQUIRED or not task.waiting_worker:
-        return await db(answer)(
-            task_id,
-            key,
-            response,
-            principal_scope=principal_scope,
-            answered_by="client",
-            not_found_raises=not_found_raises,
-        )
+        return await the_orm_way()
     request.response = validate_answer(request, response)
     request.status = InputRequestStatus.ANSWERED
     request.answered_by = "client"
@@ -282,14 +283,7 @@ async def aanswer(
     if not recorded:
         # The task changed since it was read (another question or answer, its worker
         # letting it go), or this was sent twice over a broken connection: the ORM's way.
-        return await db(answer)(
-            task_id,
-            key,
-            response,
-            principal_scope=principal_scope,
-            answered_by="client",
-            not_found_raises=not_found_raises,
-        )
+        return await the_orm_way()
     session_id = task.session_id if task.era == "legacy" else None
     in_background(
         outbox.apublish_task_change(

@@ -418,10 +418,10 @@ def insert_task(
     params += _quota_params(quotas) + _insert_params(snapshot, connection)
     with _cursor(connection) as cursor:
         cursor.execute(_insert_task_sql(using, tuple(c for c, _, _ in quotas)), params)
-        inserted = bool(cursor.rowcount > 0)
-    if inserted:
-        _inserted(using, task, snapshot)
-    return inserted
+        written = bool(cursor.rowcount > 0)
+    if written:
+        inserted(using, task, snapshot)
+    return written
 
 
 async def ainsert_task(
@@ -444,11 +444,12 @@ async def ainsert_task(
             raise
         count = 1
     if count > 0:
-        _inserted(database.alias, task, snapshot)
+        inserted(database.alias, task, snapshot)
     return count > 0
 
 
-def _inserted(using: str, *instances: Model) -> None:
+def inserted(using: str, *instances: Model) -> None:
+    """Mark rows written by these statements as saved, as the ORM does after an INSERT."""
     for instance in instances:
         instance._state.adding = False
         instance._state.db = using
@@ -467,4 +468,4 @@ def insert(*instances: Model, using: str = "default") -> None:
     with _cursor(connection) as cursor:
         for instance in instances:
             cursor.execute(_insert_sql(using, type(instance)), _insert_params(instance, connection))
-            _inserted(using, instance)
+            inserted(using, instance)
