@@ -411,6 +411,26 @@ def test_a_task_read_from_the_event_loop_is_its_owners_only() -> None:
 
 @postgres_only
 @pytest.mark.django_db(transaction=True)
+def test_times_read_from_the_event_loop_are_right_whatever_the_servers_time_zone() -> None:
+    """A server (or database) whose sessions default to another time zone than Django's:
+    the loop's connection sets Django's, as Django's own connections do, so each time is
+    the instant stored, not one shifted by the zone's offset."""
+    task = make_task(id="task-1", status=TaskStatus.WORKING)
+    name = connection.settings_dict["NAME"]
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER DATABASE \"{name}\" SET timezone TO 'America/New_York'")
+    try:
+        read = _in_loop(lambda: service.aget_task("task-1", "client:alice"))
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f'ALTER DATABASE "{name}" RESET timezone')
+    assert {field: getattr(read, field) for field in TIMES} == {
+        field: getattr(task, field) for field in TIMES
+    }
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
 def test_a_task_read_from_the_event_loop_that_lost_its_worker_fails_as_the_orm_path_does() -> None:
     """A working task whose worker stopped beating is failed by the read (Django's thread)."""
     make_task(

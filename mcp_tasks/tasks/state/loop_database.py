@@ -10,7 +10,8 @@ more than the statements; here they are written once
 (:mod:`mcp_tasks.tasks.state.rows`) and sent from the loop itself.
 
 The connection is made from Django's own parameters for the database (its adapters,
-hence its time zone handling and JSON loaders; ``assume_role``), in autocommit mode: each
+hence its time zone handling and JSON loaders; ``assume_role``; Django's session time
+zone), in autocommit mode: each
 statement is a transaction of its own, durable before the worker tells anyone. One
 connection per event loop; a connection that broke (the server restarted) is replaced and
 the statement sent once more (the updates are conditional and may run twice; a new task's
@@ -161,6 +162,11 @@ class LoopDatabase:
                 await connection.execute(
                     psycopg.sql.SQL("SET ROLE {}").format(psycopg.sql.Identifier(role))
                 )
+            # As Django's ensure_timezone: its loaders label each time with Django's zone,
+            # so the session must speak that zone (the server's default may be another).
+            zone = self.wrapper.timezone_name
+            if zone and connection.info.parameter_status("TimeZone") != zone:
+                await connection.execute(self.wrapper.ops.set_time_zone_sql(), [zone])
             self._connection = connection
             return connection, True
 
