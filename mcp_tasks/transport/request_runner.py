@@ -3,7 +3,6 @@ keep-alive pings, and its span and time when traces or metrics are on."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -63,8 +62,5 @@ class RequestRunner:
         missing = await self.dispatcher.scope_challenge(message, info.principal)
         if missing:
             raise insufficient_scope(self.scope, self.exchange.headers, missing)
-        keepalive = asyncio.ensure_future(self.exchange.sink.keepalive())
-        try:
+        with self.exchange.sink.pinging():
             return await self.dispatcher.handle(message, info, self.exchange.sink)
-        finally:
-            keepalive.cancel()

@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+from collections.abc import Iterator
 from typing import Any
 
 from ..conf import get_config
-from ..core import groups
+from ..core import background, groups
 from ..core.jsonrpc import Message, notification, request
 from ..exceptions import ToolError
 from .membership import Membership
@@ -89,7 +90,8 @@ class RequestSink:
             return None
         if not wait.changed.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wait.changed.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await wait.changed.wait()
         fields, wait.fields = wait.fields, None
         wait.changed.clear()
         return fields
@@ -99,6 +101,27 @@ class RequestSink:
         watcher = task_watcher() if wait is not None else None
         if wait is not None and watcher is not None:
             watcher.unwatch(wait)
+
+    @contextlib.contextmanager
+    def pinging(self) -> Iterator[None]:
+        """Ping the stream every ``SSE_KEEPALIVE`` seconds while the block runs, one ping
+        at a time: a timer rather than a task, as most requests end before the first."""
+        loop = asyncio.get_running_loop()
+        interval = get_config().SSE_KEEPALIVE
+        sending: asyncio.Future[Any] | None = None
+        timer: asyncio.TimerHandle | None = None
+
+        def ping() -> None:
+            nonlocal sending, timer
+            if sending is None or sending.done():
+                sending = background.in_background(self.stream.ping())
+            timer = loop.call_later(interval, ping)
+
+        timer = loop.call_later(interval, ping)
+        try:
+            yield
+        finally:
+            timer.cancel()
 
     async def keepalive(self) -> None:
         """Ping the stream every ``SSE_KEEPALIVE`` seconds, until cancelled."""
