@@ -128,7 +128,7 @@ class LoopDatabase:
     async def _one(connection: Any, sql: str, params: Sequence[Any]) -> tuple[int, Any]:
         async with connection.cursor() as cursor:
             await cursor.execute(sql, params)
-            row = await cursor.fetchone() if cursor.description else None
+            row = await cursor.fetchone() if _returns_rows(cursor) else None
             return cursor.rowcount, row
 
     @staticmethod
@@ -137,7 +137,7 @@ class LoopDatabase:
         async with connection.cursor() as cursor:
             await cursor.executemany(sql, batch, returning=True)
             while True:
-                row = await cursor.fetchone() if cursor.description else None
+                row = await cursor.fetchone() if _returns_rows(cursor) else None
                 results.append((cursor.rowcount, row))
                 if not cursor.nextset():
                     break
@@ -184,6 +184,13 @@ class LoopDatabase:
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.pgconn.finish()
+
+
+def _returns_rows(cursor: Any) -> bool:
+    """The statement returns rows (``cursor.description`` would say so by building its
+    columns)."""
+    result = cursor.pgresult
+    return result is not None and result.nfields > 0
 
 
 def close_all_now() -> None:
