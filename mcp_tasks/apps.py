@@ -31,6 +31,11 @@ class McpTasksConfig(AppConfig):
             outbox.install_announcer(events)
             rq_dashboard.follow_embedded_mode()  # when django_rq's admin came after ours
             setting_changed.connect(watchers.forget, dispatch_uid="mcp_tasks.admin.watchers")
+        from .tasks.queues.layer_publish import forget_publishers_on_change
+
+        setting_changed.connect(
+            forget_publishers_on_change, dispatch_uid="mcp_tasks.tasks.queues.layer_publish"
+        )
         if apps.is_installed("django_rq"):
             from .tasks.queues.loop_redis import forget_clients_on_change
             from .tasks.queues.queue import forget_queues

@@ -761,6 +761,30 @@ class TestChannelsRedis:
             assert addresses == [("s1.example", 26379), ("s2.example", 26380)]
             assert manager.sentinel_kwargs == {"password": "sentinel-secret"}
 
+    @pytest.mark.parametrize("config", [{"prefix": "site"}, {}])
+    def test_a_group_message_is_published_where_and_as_the_pubsub_layer_publishes_it(
+        self, config: dict[str, Any]
+    ) -> None:
+        """tasks/queues/layer_publish.py publishes to the group's channel as the private
+        ``RedisPubSubLoopLayer._get_group_channel_name`` names it, with the layer's default
+        prefix, what the layer's public ``serialize`` gives."""
+        from channels_redis.pubsub import RedisPubSubChannelLayer, RedisPubSubLoopLayer
+
+        from mcp_tasks.tasks.queues import layer_publish
+
+        default = inspect.signature(RedisPubSubLoopLayer).parameters["prefix"].default
+        assert default == layer_publish.DEFAULT_PREFIX
+        layer = RedisPubSubChannelLayer(hosts=["redis://redis.example:6380"], **config)
+        message = {"type": "mcp.task", "task_id": "t", "fields": {"n": 1}}
+
+        async def theirs() -> str:
+            return str(layer._get_layer()._get_group_channel_name("mcp_tasks.tasks.7"))
+
+        prefix = config.get("prefix", layer_publish.DEFAULT_PREFIX)
+        ours = layer_publish.group_channel(prefix, "mcp_tasks.tasks.7")
+        assert ours == asyncio.run(theirs())
+        assert layer.deserialize(layer.serialize(message)) == message
+
 
 # -- django-rq ---------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from ...core.background import in_background
 from ...core.db import calling_loop
 from ...core.groups import ADMIN, session_group, task_shard_group, worker_group
 from ...models import Task
-from ..queues import queue
+from ..queues import layer_publish, queue
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -132,17 +132,18 @@ async def apublish_task_change(
     task's, :func:`~mcp_tasks.tasks.state.changes.final_fields`; an asking task's,
     :func:`~mcp_tasks.tasks.state.changes.asked_fields`), to the waiting requests only: they
     answer without reading the task back."""
-    layer = get_channel_layer(get_config().CHANNEL_LAYER)
+    alias = get_config().CHANNEL_LAYER
+    layer = get_channel_layer(alias)
     if layer is None:
         return
     message: dict[str, Any] = {"type": "mcp.task", "task_id": task_id, "status": status}
-    await layer.group_send(
-        task_shard_group(task_id), {**message, "fields": fields} if fields else message
-    )
+    shard_message = {**message, "fields": fields} if fields else message
+    await layer_publish.group_send(alias, layer, task_shard_group(task_id), shard_message)
     if session_id:
-        await layer.group_send(session_group(session_id), message)
+        await layer_publish.group_send(alias, layer, session_group(session_id), message)
     if worker:
-        await layer.group_send(worker_group(worker), {**message, "answers": answers or {}})
+        worker_message = {**message, "answers": answers or {}}
+        await layer_publish.group_send(alias, layer, worker_group(worker), worker_message)
 
 
 async def apublish_admin_event(task_id: str, event: str) -> None:
@@ -172,7 +173,7 @@ def _from_sync_code(send: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P,
             )
             return
         try:
-            async_to_sync(send)(*args, **kwargs)
+            async_to_sync(layer_publish.one_off(send))(*args, **kwargs)
         except Exception:
             logger.warning(
                 "could not publish the change of task %s",
