@@ -1,9 +1,5 @@
-"""The task engine as the wire handlers use it (:class:`mcp_tasks.protocol.ports.TaskEngine`).
-
-Async methods over :mod:`.service`: reads on PostgreSQL go from the event loop, the rest
-runs in Django's thread (:func:`mcp_tasks.core.db.db`). The protocol layer never imports this
-module; :mod:`mcp_tasks.asgi` hands it an :class:`Engine`.
-"""
+"""The task engine for the wire handlers (:class:`mcp_tasks.protocol.ports.TaskEngine`):
+async methods over :mod:`.service`, handed to the protocol layer by :mod:`mcp_tasks.asgi`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,2 @@
-"""What queues work: the rq queues (:mod:`.queue`), the fair lines jobs wait in
-(:mod:`.fair_queue`), rq's bookkeeping of them, the queue's sender from the event loop
-(:mod:`.loop_redis`), the embedded mode's fake Redis and the coalescing of calls to a
-thread."""
+"""What queues work: rq queues (:mod:`.queue`), the fair lines (:mod:`.fair_queue`), rq's
+bookkeeping, the event loop's sender (:mod:`.loop_redis`), embedded mode's Redis, coalescing."""

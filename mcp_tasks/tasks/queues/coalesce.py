@@ -1,11 +1,7 @@
-"""Calls from one event loop to a thread, coalesced: those made while a hop to the thread is
-under way go together in the next hop.
+"""Calls from an event loop to a thread, coalesced: those made during a hop share the next.
 
-A task worker under load ends (and starts) several jobs at once; each handing its own small
-piece of database or Redis work to another thread costs more in thread switches than the
-work itself. With :class:`Coalesced`, one hop carries every call that arrived meanwhile;
-an idle worker's single call still goes at once (nothing waits to fill a batch).
-"""
+A busy worker's small database or Redis calls cost more in thread switches than in work; a
+lone call still goes at once (nothing waits to fill a batch)."""
 
 from __future__ import annotations
 
@@ -25,8 +21,7 @@ Hop = Callable[[Callable[[list[T]], Any], list[T]], Awaitable[list[Outcome]]]
 
 
 def each(one: Callable[[T], object]) -> Callable[[list[T]], list[Outcome]]:
-    """A batch function that runs ``one`` on every item, in order, each on its own (one
-    raising does not stop the others)."""
+    """A batch function running ``one`` on each item in order; one raising stops no other."""
 
     def run_all(items: list[T]) -> list[Outcome]:
         outcomes: list[Outcome] = []
@@ -50,26 +45,20 @@ _in_database_thread = db(_apply)
 async def database_hop(
     run_all: Callable[[list[T]], list[Outcome]], items: list[T]
 ) -> list[Outcome]:
-    """The :data:`Hop` to Django's thread for sync code, with :func:`~mcp_tasks.core.db.db`'s
-    connection hygiene once per batch."""
+    """The :data:`Hop` to Django's thread (:func:`~mcp_tasks.core.db.db`, once per batch)."""
     return await _in_database_thread(run_all, items)
 
 
 async def awaited(
     run_all: Callable[[list[T]], Awaitable[list[Outcome]]], items: list[T]
 ) -> list[Outcome]:
-    """The :data:`Hop` of a batch function that is a coroutine: it runs on the loop itself
-    (its own I/O is what the batch shares, e.g. one database round trip)."""
+    """The :data:`Hop` of a coroutine batch function: on the loop (the batch shares its I/O)."""
     return await run_all(items)
 
 
 class Coalesced(Generic[T, R]):
-    """``await coalesced(item)``: ``item``'s outcome of ``run_all`` (a result, or the
-    exception raised for it), run in another thread by ``hop`` together with the items of
-    the calls made while the previous hop was under way. Use from one event loop.
-
-    A cancelled caller stops waiting; its item is still run (like ``asyncio.shield``).
-    """
+    """``await coalesced(item)``: its outcome of ``run_all``, run by ``hop`` with the items
+    that came during the previous hop. One event loop only; a cancelled caller's item runs."""
 
     def __init__(self, run_all: Callable[[list[T]], Any], hop: Hop[T]) -> None:
         self._run_all = run_all

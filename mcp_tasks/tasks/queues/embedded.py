@@ -1,11 +1,7 @@
-"""Embedded development mode's in-process parts: one fake Redis server (fakeredis) for the
-queues, the workers and the wake-ups, so that ``manage.py runserver`` runs background tasks
-with no services installed; and the register of the worker threads running in this process
-(:mod:`.embedded_worker` starts them).
+"""Embedded development mode: one in-process fakeredis server, so ``runserver`` runs tasks
+with no services, and the worker threads of this process (:mod:`.embedded_worker`).
 
-Single process only; production uses Redis and ``manage.py rqworker``. Imports nothing of
-Django's models: a test client may ask whether a worker runs before Django is set up.
-"""
+Single process only. Imports no Django models: a test client may ask before Django is set up."""
 
 from __future__ import annotations
 
@@ -38,9 +34,7 @@ def workers_running() -> bool:
 
 
 def no_autostart() -> None:
-    """Requests of this process no longer start the workers: a test does, around the
-    tests that run tasks (the pytest plugin's ``mcp_tasks_worker`` fixture). A process
-    forked from this one (a live server) still starts them."""
+    """This process's requests stop starting workers (a forked live server's still do)."""
     global _no_autostart_in
     _no_autostart_in = os.getpid()
 

@@ -1,32 +1,22 @@
-"""The fair queue: where task jobs wait for a worker, in Redis, one line per principal.
+"""The fair queue: task jobs wait for a worker in Redis, one line per principal.
 
-rq keeps one FIFO list per queue, so one caller's backlog is everyone's wait. Task jobs
-wait here instead, per queue ``Q`` under ``mcp_tasks:fair:Q``:
+rq's one FIFO list per queue makes one caller's backlog everyone's wait. Keys of queue
+``Q``, under ``mcp_tasks:fair:Q``:
 
-- ``:ready:<principal>``: a list of the principal's job ids, first in first out (a job
-  that already ran, resumed after an answer or re-queued, goes to its front);
-- ``:ring``: the principals that have jobs ready, each once. A worker takes the next job
-  of the first principal and puts the principal back at the end: free slots go to the
-  principals in turn (round robin), whatever one of them has queued;
-- ``:bell``: wake-up tokens an idle worker blocks on (``BLPOP``);
-- ``:newcomer`` (a pub/sub channel): a principal joined the others in ``:ring``. A worker
-  whose free slots are kept from the principals in line (``RESERVED_SLOTS``) waits for a
-  job of its own to end, not on the bell (which rings while any job is ready): this wakes
-  it for the newcomer (:mod:`~mcp_tasks.tasks.worker.newcomers`);
-- ``:delayed``: jobs due later (a retry's back-off), by due time; moved to the front of
-  their principal's line when due;
+- ``:ready:<principal>``: the principal's job ids, FIFO (resumed or re-queued jobs first);
+- ``:ring``: the principals with jobs ready, each once; a worker takes the first one's next
+  job and puts it back at the end (round robin);
+- ``:bell``: wake-up tokens idle workers ``BLPOP``;
+- ``:newcomer`` (pub/sub): a principal joined ``:ring``; wakes a worker whose free slots are
+  reserved (``RESERVED_SLOTS``, :mod:`~mcp_tasks.tasks.worker.newcomers`);
+- ``:delayed``: jobs due later (a retry's back-off), by due time;
 - ``:lease:<limit>`` / ``:wait:<limit>`` / ``:held``: concurrency limits
-  (``TaskConfig(concurrency=N)``). A job of a limit starts only with one of its ``N``
-  leases (a sorted set of job ids by expiry); over the limit it waits in the limit's own
-  line, holding no worker slot, until a lease is given back or expires (a worker that
-  died renews nothing, so its leases run out after ``TASK_LOST_AFTER`` seconds).
+  (``TaskConfig(concurrency=N)``): a job starts only with one of ``N`` leases (a sorted set
+  by expiry), else waits in the limit's line holding no slot; a dead worker's leases expire
+  after ``TASK_LOST_AFTER`` seconds.
 
-rq still writes and reads each job's hash (``rq:job:<id>``, status ``queued``), so
-``Job.fetch`` and django-rq's job pages work; only rq's own queue list is not used for
-task jobs (README "Limits and fairness" says where the queued jobs show). Every change
-runs in one Lua script, atomically across any number of ASGI and worker processes. The
-scripts here are the pieces; :mod:`.rq_bookkeeping` takes jobs with them as it starts them.
-"""
+rq still keeps each job's hash (``rq:job:<id>``), so ``Job.fetch`` and django-rq's pages
+work. Every change is one atomic Lua script; :mod:`.rq_bookkeeping` starts jobs with them."""
 
 from __future__ import annotations
 
@@ -50,8 +40,7 @@ KEY_PREFIX = "mcp_tasks:fair:"
 EVERYONE = "*"
 #: Wake-up tokens kept at most; more jobs than idle workers need no more.
 BELL_CAP = 64
-#: Longest wait of an idle worker on its bell, in seconds: it looks for due retries, expired
-#: leases and jobs queued through rq's own list at least this often.
+#: Longest bell wait, in seconds: idle workers look for due retries and expired leases this often.
 LONGEST_WAIT = 1.0
 
 
@@ -200,10 +189,9 @@ local function settle_bell(prefix)
 end
 """.replace("BELL_CAP", str(BELL_CAP))
 
-#: Queue a job in its principal's line (or for later), and wake a worker.
-#: KEYS: the job's hash. ARGV: job prefix, queue prefix, job id, principal, "1" for the
-#: front of the line, the time it is due (0: now), its limit ("" for none), the limit's
-#: size.
+#: Queue a job in its principal's line (or for later) and wake a worker. KEYS: the job's hash.
+#: ARGV: job prefix, queue prefix, job id, principal, "1" for the front of the line, due time
+#: (0: now), limit ("" for none), limit size.
 PUSH = f"""
 local job_prefix = ARGV[1]
 {FUNCTIONS}
@@ -220,9 +208,8 @@ ring(prefix, BELL_CAP)
 return 1
 """.replace("BELL_CAP", str(BELL_CAP))
 
-#: The SHA1 of :data:`PUSH`: jobs are pushed with ``EVALSHA`` (a task's enqueue sends no
-#: script text); a Redis that does not know it (restarted, flushed) gets it with
-#: :func:`load_push`.
+#: SHA1 of :data:`PUSH`, pushed with ``EVALSHA`` (an enqueue sends no script text); a Redis
+#: that lacks it (restarted, flushed) gets it from :func:`load_push`.
 PUSH_SHA = hashlib.sha1(PUSH.encode()).hexdigest()
 
 
@@ -236,11 +223,10 @@ def load_push(connection: Any) -> Any:
     return connection.script_load(PUSH)
 
 
-#: For rq's own worker classes (:class:`~mcp_tasks.tasks.worker.ForkingTaskWorker`): the
-#: next job (the fair queue's, else rq's list's), moved to rq's intermediate queue as rq's
-#: dequeue moves it. KEYS: the queue, its intermediate queue. ARGV: job prefix, queue
-#: prefix, now, lease seconds. Returns {job id or false, its limit, parked job ids, 1 when
-#: jobs are still ready}.
+#: For rq's own worker classes (:class:`~mcp_tasks.tasks.worker.ForkingTaskWorker`): the next
+#: job (fair queue's, else rq's list's), moved to rq's intermediate queue as rq's dequeue does.
+#: KEYS: the queue, its intermediate queue. ARGV: job prefix, queue prefix, now, lease seconds.
+#: Returns {job id or false, its limit, parked job ids, 1 when jobs are still ready}.
 TAKE_ONE = f"""
 local job_prefix = ARGV[1]
 {FUNCTIONS}
@@ -268,9 +254,8 @@ for i = 4, #ARGV, 3 do release(ARGV[i], ARGV[i + 1], ARGV[i + 2], now, lease_ttl
 return 0
 """
 
-#: Take a job out of its lines (a cancelled task's): its principal's, its limit's, the
-#: delayed ones; a lease reserved for it goes to the next job waiting.
-#: KEYS: the job's hash. ARGV: job prefix, queue prefix, job id, now, lease seconds.
+#: Take a cancelled job out of its lines (principal's, limit's, delayed); a lease reserved for
+#: it goes to the next job. KEYS: its hash. ARGV: job prefix, queue prefix, id, now, lease ttl.
 WITHDRAW = f"""
 local job_prefix = ARGV[1]
 {FUNCTIONS}
@@ -303,8 +288,7 @@ return 0
 
 @dataclass(frozen=True)
 class Limit:
-    """The concurrency limit a job starts under: its name in Redis, its size, and the status
-    message of a task that waits for it."""
+    """A job's concurrency limit: Redis name, size, status message of a task waiting for it."""
 
     name: str
     size: int
@@ -364,9 +348,7 @@ def limit_of(task: Task) -> Limit | None:
 
 
 def push_args(task: Task, job: Job, *, delay: float = 0.0) -> tuple[list[str], list[Any]]:
-    """KEYS and ARGV of :data:`PUSH` for the task's current job, queued by rq (its
-    ``origin`` is its queue; ``delay``: seconds before it is due). A job that ran before
-    (a resume, a retry) goes to the front of the line."""
+    """KEYS, ARGV of :data:`PUSH` for the task's job (``delay``: seconds); reruns go first."""
     limit = limit_of(task)
     due = time.time() + delay if delay > 0 else 0
     return [job.key], [
@@ -383,9 +365,7 @@ def push_args(task: Task, job: Job, *, delay: float = 0.0) -> tuple[list[str], l
 
 @dataclass(frozen=True)
 class TakenOne:
-    """What :func:`take_one` found: a job id (None: nothing waits), its lease, the jobs
-    parked for their limit, and whether jobs are still ready (``full`` is for the
-    interface of :class:`~.rq_bookkeeping.Taken`: rq's own workers bound no principal)."""
+    """What :func:`take_one` found: job id (or None), lease, parked job ids, more ready."""
 
     job_id: str | None
     lease: Lease | None
@@ -412,9 +392,7 @@ def take_one(connection: Any, queue: Any) -> TakenOne:
 
 
 def wait_for_bell(connection: Any, queue_names: list[str], timeout: float) -> None:
-    """Block until a job may be waiting in one of the queues or ``timeout`` passes (at most
-    :data:`LONGEST_WAIT`: due retries and expired leases are looked for). A queue with jobs
-    ready holds a token (every push and take sees to it), so this returns at once then."""
+    """Block until a job may wait in the queues, or ``timeout`` (≤ :data:`LONGEST_WAIT`)."""
     wait = max(0.01, min(timeout, LONGEST_WAIT))
     connection.blpop([bell_key(name) for name in queue_names], wait)
 
@@ -463,8 +441,7 @@ def renew(connection: Any, leases: list[Lease]) -> None:
 
 @dataclass(frozen=True)
 class Waiting:
-    """What waits in one queue, for operators: jobs ready per principal (in turn order),
-    jobs waiting for a limit per limit, and jobs due later."""
+    """What waits in one queue: ready jobs per principal (in turn), held per limit, delayed."""
 
     ready: dict[str, int]
     held: dict[str, int]
@@ -484,8 +461,7 @@ def waiting(connection: Any, queue_name: str) -> Waiting:
 
 
 def job_ids(connection: Any, queue_name: str) -> list[str]:
-    """Every job id waiting in one queue: ready (principals in turn order, each in line
-    order), then waiting for a limit, then due later."""
+    """Every job id waiting in one queue: ready (in turn order), held for a limit, delayed."""
     prefix = prefix_of(queue_name)
     found: list[str] = []
     for principal in connection.lrange(f"{prefix}:ring", 0, -1):

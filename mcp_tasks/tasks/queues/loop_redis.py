@@ -1,17 +1,10 @@
-"""The task queue's Redis, reached from an ASGI process's event loop: a new task's job is
-queued without a hop to a thread.
+"""A new task's job queued from an ASGI process's event loop, with no hop to a thread.
 
-rq is synchronous. :func:`aenqueue` lets rq write a job exactly as it does
-(:func:`mcp_tasks.tasks.queues.queue.stage_enqueue`: rq's own ``enqueue_job``, into a pipeline
-that only records the commands, no I/O), then sends those commands in one MULTI/EXEC from
-``redis.asyncio`` (with the jobs queued meanwhile), over a client of its own per event loop
-made from the queue's ``RQ_QUEUES`` entry (:func:`mcp_tasks.core.redis_clients.queue_async_client`:
-a fixed address or a Sentinel service, as django-rq reads it). While that Redis cannot be
-reached (restarting, or a Sentinel failover under way) the batch is sent again, on new
-connections, for up to ``REDIS_FAILOVER_WAIT`` seconds. Where no async client can be made
-(the in-process fake Redis of embedded mode, a cache's client), the job is queued from a
-thread as before.
-"""
+:func:`aenqueue` records rq's own commands (:func:`~mcp_tasks.tasks.queues.queue.stage_enqueue`)
+and sends them, with the jobs queued meanwhile, in one MULTI/EXEC from ``redis.asyncio``, over
+a client per event loop (:func:`mcp_tasks.core.redis_clients.queue_async_client`), retried for
+up to ``REDIS_FAILOVER_WAIT`` s while Redis is unreachable. Without an async client (embedded
+mode's fake Redis) the job is queued from a thread."""
 
 from __future__ import annotations
 
@@ -34,9 +27,7 @@ _senders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Sender
 
 
 class _Sender:
-    """One queue's async client on one loop. The jobs queued while a round trip is under
-    way go together in the next (:class:`~mcp_tasks.tasks.queues.coalesce.Coalesced`): one
-    MULTI/EXEC for all of them."""
+    """One queue's async client on one loop; jobs queued meanwhile share one MULTI/EXEC."""
 
     def __init__(self, client: redis.asyncio.Redis) -> None:
         self.client = client
@@ -45,9 +36,8 @@ class _Sender:
     async def _send_all(self, batch: list[list[tuple[Any, Any]]]) -> list[Outcome]:
         commands = [command for job in batch for command in job]
         try:
-            # A pooled connection to a Redis that restarted since fails on use; the pool's
-            # connections are dropped, and the next ones (with Sentinel: to the master the
-            # Sentinels name now) are made afresh.
+            # A pooled connection to a restarted Redis fails on use: drop the pool's, so the
+            # next ones go to the current master.
             await redis_clients.riding_out(
                 lambda: self._deliver(commands), self.client.connection_pool.disconnect
             )
@@ -59,8 +49,7 @@ class _Sender:
         try:
             await self._send(commands)
         except redis.exceptions.NoScriptError:
-            # A Redis that does not know the fair queue's script yet (its first job, or it
-            # restarted): nothing of the batch was pushed; again once the script is there.
+            # The script is unknown (first job, or Redis restarted): nothing was pushed.
             await fair_queue.load_push(self.client)
             await self._send(commands)
 
@@ -82,8 +71,7 @@ def _sender(queue_name: str) -> _Sender | None:
 
 
 async def aenqueue(task: Any) -> None:
-    """:func:`~mcp_tasks.tasks.queues.queue.enqueue` from the event loop; raises when Redis is
-    unreachable."""
+    """:func:`.queue.enqueue` from the event loop; raises if Redis is unreachable."""
     loop = asyncio.get_running_loop()
     sender = _sender(task.queue)
     if sender is None:

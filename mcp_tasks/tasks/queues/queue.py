@@ -1,8 +1,5 @@
-"""rq jobs for tasks: enqueue, stop, check. The job id is derived from the task id.
-
-A task's job is written by rq (its hash, the queue's registration) and waits in the fair
-queue (:mod:`.fair_queue`), not in rq's list.
-"""
+"""rq jobs for tasks (ids derived from the task's): enqueue, stop, check. rq writes a job;
+it waits in the fair queue (:mod:`.fair_queue`), not in rq's list."""
 
 from __future__ import annotations
 
@@ -37,14 +34,8 @@ QUEUE_SETTINGS = ("MCP_TASKS", "RQ_QUEUES")
 
 
 def get_queue(name: str) -> Queue:
-    """The rq queue ``name``: django-rq's (its client from
-    :func:`mcp_tasks.core.redis_clients.queue_client`: a fixed address or a Sentinel
-    service, as ``RQ_QUEUES`` says), or the in-process one in embedded mode.
-
-    Kept per process (django-rq makes a new Redis client, so a new connection, per call;
-    redis-py's pool is thread-safe and starts afresh in a forked child). Forgotten when
-    ``MCP_TASKS`` or ``RQ_QUEUES`` change (:func:`forget_queues`).
-    """
+    """The rq queue ``name`` (django-rq's, or embedded mode's), cached per process: django-rq
+    makes a client per call; redis-py's pool is thread- and fork-safe (:func:`forget_queues`)."""
     queue = _queues.get(name)
     if queue is None:
         if get_config().EMBEDDED_WORKER:
@@ -77,8 +68,7 @@ def _job(task: Task, queue: Queue) -> Job:
 
 
 def enqueue(task: Task, *, delay: float = 0.0) -> None:
-    """Queue a job that runs (or resumes) ``task`` (``delay``: in that many seconds);
-    raises when Redis is unreachable."""
+    """Queue a job that runs or resumes ``task`` in ``delay`` seconds; raises if Redis is down."""
     queue = get_queue(task.queue)
     commands = stage_enqueue(task, delay=delay)
     try:
@@ -95,11 +85,8 @@ def _send(connection: Any, commands: list[tuple[Any, Any]]) -> None:
 
 
 def stage_enqueue(task: Task, *, delay: float = 0.0) -> list[tuple[Any, Any]]:
-    """The Redis commands of :func:`enqueue` (``(args, options)`` of a redis-py pipeline),
-    without sending them: rq's own ``enqueue_job`` writes the job, except that its push to
-    rq's list becomes the fair queue's (:data:`.fair_queue.PUSH`).
-    :mod:`mcp_tasks.tasks.queues.loop_redis` sends them from an event loop. Needs no round trip
-    once the queue knows the server's version (its first job)."""
+    """The commands of :func:`enqueue`, unsent: rq's ``enqueue_job``, its push replaced by
+    :data:`.fair_queue.PUSH` (no round trip once the server's version is known)."""
     queue = get_queue(task.queue)
     job = _job(task, queue)
     pipeline = queue.connection.pipeline()
@@ -127,15 +114,13 @@ def job_exists(task: Task) -> bool:
 
 #: Seconds a process remembers how many workers serve a queue (:func:`queue_workers`).
 LIVE_WORKERS_TTL = 5.0
-#: The field of a task worker's registration (its rq hash) that tells it from rq's own
-#: workers, which never take task jobs (``_FairDequeuing.serialize`` writes it).
+#: Marks a task worker's rq hash (rq's own workers take no task jobs); see ``serialize``.
 TASK_WORKER_FIELD = "mcp_tasks_task_worker"
 
 
 @dataclass(frozen=True)
 class QueueWorkers:
-    """The alive rq workers of a queue: ``task`` workers take its task jobs; ``other``
-    workers (rq's own classes) never do."""
+    """A queue's alive rq workers: ``task`` workers, and ``other`` (rq's own: no task jobs)."""
 
     task: int
     other: int
@@ -145,9 +130,7 @@ _live_workers: dict[str, tuple[float, QueueWorkers]] = {}
 
 
 def queue_workers(queue_name: str) -> QueueWorkers:
-    """The rq workers serving the queue that are alive (their key has not expired: a
-    worker that died stops beating), task workers and others. Remembered
-    :data:`LIVE_WORKERS_TTL` seconds."""
+    """The queue's alive rq workers (key not expired), remembered :data:`LIVE_WORKERS_TTL` s."""
     seen = _live_workers.get(queue_name)
     if seen is not None and time.monotonic() - seen[0] < LIVE_WORKERS_TTL:
         return seen[1]
@@ -172,8 +155,7 @@ def live_workers(queue_name: str) -> int:
 
 
 def stop(job_id: str, queue_name: str | None = None, *, kill_running: bool = True) -> None:
-    """Remove a queued job, or stop a running one (forking workers; others cancel
-    cooperatively when they see the task's new status)."""
+    """Remove a queued job, or stop a running one (``kill_running``; workers see the status too)."""
     queue = get_queue(queue_name or get_config().TASK_QUEUE)
     try:
         job = Job.fetch(job_id, connection=queue.connection)

@@ -1,16 +1,7 @@
 """rq's bookkeeping of the jobs a :class:`~mcp_tasks.tasks.worker.TaskWorker` starts and
-of the task jobs it forgets, in one Lua script and one round trip.
-
-rq reads a dequeued job's hash in one round trip, then starts it with a pipeline of about
-ten commands (the execution's hash, the job's execution registry, the started registry,
-the worker's execution index, the job's hash, the intermediate queue); building, sending
-and parsing those cost a busy worker a third of its CPU. The script reads the jobs (given
-by id, or taken from the fair queue, :mod:`.fair_queue`), writes the same keys with the same
-values as rq, forgets the task jobs that succeeded meanwhile, and runs atomically, as rq's
-``MULTI`` did. ``tests/tasks/test_rq_bookkeeping.py`` runs rq's own worker methods
-(``prepare_execution`` and ``prepare_job_execution`` to start a job, ``_finalize_success``
-to end one) beside the script on a real Redis and compares what each leaves.
-"""
+forgets, in one Lua script and round trip (rq's pipeline of ~10 commands per job cost a busy
+worker a third of its CPU). It writes the same keys and values as rq, atomically;
+``tests/tasks/test_rq_bookkeeping.py`` compares it with rq's own worker methods."""
 
 from __future__ import annotations
 
@@ -28,24 +19,11 @@ from rq.worker import WorkerStatus
 from . import fair_queue
 from .fair_queue import Lease
 
-#: KEYS: the worker's hash, its execution index, the queue, its intermediate queue (the
-#: queue again when there is none: a worker of several queues), the queue's started
-#: registry, then 6 per job forgotten (its execution, the job's execution registry, the
-#: started registry, the job, its dependents, its dependencies).
-#: ARGV: the worker's name, now (seconds as a float, as whole seconds, in rq's text
-#: format), rq's job monitoring interval, the job and execution key prefixes (``rq:job:``,
-#: ``rq:execution``: executions are ``rq:execution:<job>:<id>``, a job's execution registry
-#: ``rq:executions:<job>``), "1" to mark the worker busy, how many jobs to take, how many
-#: are given, how many are forgotten, the fair queue's prefix ("" for none), the seconds a
-#: lease lasts, how many leases are given back, the most jobs one principal may run on
-#: this worker (0: no bound), how many principals run jobs here; then 3 per job forgotten
-#: (execution id, job id, seconds it worked), 3 per lease given back
-#: (:class:`~.fair_queue.Lease`), 2 per principal running jobs here (the principal, how
-#: many), the given job ids, and an execution id for each job that may start.
-#: Jobs are taken from the fair queue (:mod:`.fair_queue`), then from rq's own list.
-#: Returns {job id, execution id and the job's hash (as it was before) of each started
-#: job}, {the ids of jobs parked for their concurrency limit}, and 1 when the fair queue
-#: still has jobs ready, 2 when it has but only for principals at their most here.
+#: KEYS and ARGV: as :meth:`Bookkeeping.run` lists them (executions are
+#: ``rq:execution:<job>:<id>``, a job's execution registry ``rq:executions:<job>``). Jobs come
+#: from the fair queue, then rq's own list. Returns {job id, execution id, prior hash of each
+#: started job}, {ids parked for their limit}, and 1 when the fair queue still has jobs ready,
+#: 2 when only for principals at their most here.
 _SCRIPT = f"""
 local job_prefix = ARGV[6]
 {fair_queue.FUNCTIONS}
@@ -135,8 +113,7 @@ return {{taken, parked, more}}
 
 
 class Succeeded(Protocol):
-    """A task job that succeeded and keeps nothing in rq (``result_ttl=0``), with its
-    execution."""
+    """A task job that succeeded and keeps nothing in rq (``result_ttl=0``), and execution."""
 
     job: Any
     execution: Execution
@@ -144,8 +121,7 @@ class Succeeded(Protocol):
 
 @dataclass
 class Started:
-    """A job the script started: marked started, its execution registered (``lease``: the
-    lease of its concurrency limit, which it gives back when it ends)."""
+    """A job the script started (``lease``: of its concurrency limit, given back at its end)."""
 
     job: Any
     queue: Any
@@ -156,8 +132,7 @@ class Started:
 
 @dataclass
 class Room:
-    """How many jobs one principal may run on a worker (``cap``), and how many each runs
-    there now: a principal never fills the worker (``RESERVED_SLOTS``)."""
+    """Most jobs one principal may run on a worker (``RESERVED_SLOTS``), and each one's count."""
 
     cap: int
     running: dict[str, int]
@@ -165,9 +140,8 @@ class Room:
 
 @dataclass
 class Taken:
-    """What one run of the script did: the jobs it started, the ids of the jobs it parked
-    for their concurrency limit; whether the fair queue still has jobs ready that this
-    worker may take (``more``), or only jobs of principals at their most here (``full``)."""
+    """One run of the script: jobs started, ids parked for their limit; whether jobs this
+    worker may take are ready (``more``), or only of principals at their most here (``full``)."""
 
     started: list[Started] = field(default_factory=list)
     parked: list[str] = field(default_factory=list)
@@ -194,13 +168,9 @@ class Bookkeeping:
         released: Sequence[Lease] = (),
         room: Room | None = None,
     ) -> Taken:
-        """Forget ``forgotten`` (as rq forgets a finished job with no result to keep), give
-        back the leases ``released``, then start the jobs ``job_ids`` (dequeued from
-        ``queue`` by rq) and up to ``take`` jobs waiting in ``queue`` (its fair queue first,
-        then rq's list), as rq's dequeue, ``prepare_execution`` and
-        ``prepare_job_execution`` do; ``room`` bounds the jobs one principal runs here.
-        The started jobs in the order taken, none whose hash is gone or that is no longer
-        queued."""
+        """Forget ``forgotten``, give back ``released``, start ``job_ids`` (dequeued by rq) and
+        up to ``take`` jobs of ``queue`` (fair queue first), as rq would; ``room`` bounds each
+        principal. Returns the started jobs in order (none deleted or no longer queued)."""
         worker = self.worker
         one_queue = len(worker.queues) == 1
         keys = [
@@ -283,8 +253,7 @@ class Bookkeeping:
         return Started(job, queue, execution, lease, as_text(principal) if principal else None)
 
     def _started_key(self, queue_name: str, owner: Any) -> str:
-        """The key of the started registry of a queue (rq's, made once per queue);
-        ``owner``: that queue, or a job of it."""
+        """The queue's started-registry key, cached (``owner``: the queue or one of its jobs)."""
         key = self._started_keys.get(queue_name)
         if key is None:
             key = self._started_keys[queue_name] = str(owner.started_job_registry.key)

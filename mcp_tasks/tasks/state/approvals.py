@@ -1,13 +1,8 @@
-"""Approvals: a task of a tool declared with ``approval=Approval(...)`` waits for an
-operator's decision before its first run.
+"""Approvals: a tool with ``approval=Approval(...)`` waits for operators before its first run.
 
-The approval is a staff question (key ``approval``, method ``mcp_tasks/approval``, number 0:
-the tool's own questions start at 1), parked like any question. :func:`decide` is its one
-decision path: it records each decision on the question's row (``decisions``), applies the
-operator's edits to the task's arguments, and, once enough different users approved, answers
-the question so that the task runs; a rejection ends the task at once, ``completed`` with an
-``isError`` result that says why.
-"""
+The approval is staff question 0 (key ``approval``, method ``mcp_tasks/approval``).
+:func:`decide` records each decision (``decisions``) and edit, and answers it once enough
+users approved; a rejection completes the task at once with an ``isError`` result."""
 
 from __future__ import annotations
 
@@ -36,8 +31,7 @@ from .questions import NotAllowed, after_answer, ask_all, may_answer, store_answ
 def ask_approval(
     task_id: str, params: dict[str, Any], staff: StaffAudience, worker_name: str
 ) -> InputRequest:
-    """The task's approval question: recorded (and the task parked, waiting for staff) the
-    first time, found as it is (decided or not) on every later run."""
+    """The task's approval question: recorded (task parked) the first time, else found."""
     existing = InputRequest.objects.filter(task_id=task_id, key=APPROVAL_KEY).first()
     if existing is not None:
         return existing
@@ -46,8 +40,7 @@ def ask_approval(
 
 
 def approvals_in_force(decisions: list[dict[str, Any]]) -> list[Any]:
-    """The users whose approvals count for the arguments as they are now: an approval that
-    changed them starts the count again."""
+    """Users whose approvals count for the current arguments (a change restarts the count)."""
     users: list[Any] = []
     for entry in decisions:
         if entry.get("action") != "approve":
@@ -61,8 +54,7 @@ def approvals_in_force(decisions: list[dict[str, Any]]) -> list[Any]:
 
 @dataclass(frozen=True)
 class Decision:
-    """What :func:`decide` did: the ``entry`` recorded, whether it settled the approval
-    (``final``), and how many approvals are in force out of how many are needed."""
+    """What :func:`decide` did: ``entry`` recorded, ``final``, ``approvals`` of ``needed``."""
 
     entry: dict[str, Any]
     final: bool
@@ -73,8 +65,7 @@ class Decision:
 def _edits(
     question: InputRequest, current: dict[str, Any], edits: dict[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The arguments with ``edits`` applied (validated against the tool's input schema),
-    and what changed: ``{name: {"from": old, "to": new}}``."""
+    """The arguments with ``edits`` (schema-checked), and ``{name: {"from": old, "to": new}}``."""
     editable = set((question.params or {}).get("editable") or [])
     refused = sorted(set(edits) - editable)
     if refused:
@@ -104,15 +95,9 @@ def decide(
     reason: str = "",
     edits: dict[str, Any] | None = None,
 ) -> Decision | None:
-    """Record ``user``'s decision on an approval question; None when it no longer waits.
-
-    Approving with ``edits`` (the editable arguments' new values) changes the task's
-    arguments; the task runs once ``approvers`` different users approved them as they are
-    (an approval that changes them counts anew). Rejecting needs a ``reason`` and ends the
-    task ``completed`` with ``isError``. Raises :class:`NotAllowed` when ``user`` lacks the
-    approval's permission or group, :class:`InvalidAnswer` for an edit the tool's schema
-    refuses, a second approval by the same user, or a rejection without a reason.
-    """
+    """Record ``user``'s decision on an approval question (None: it no longer waits); the task
+    runs once ``approvers`` users approved its arguments as ``edits`` left them. Raises
+    :class:`NotAllowed` or :class:`InvalidAnswer` (bad edit, repeat, rejection without reason)."""
     reason = (reason or "").strip()[:2000]
     with transaction.atomic():
         try:

@@ -31,8 +31,7 @@ logger = logging.getLogger("mcp_tasks.tasks")
 
 
 def status_changed(task_id: str, old: str, new: str) -> None:
-    """The signals of a status change and the live admin's event, sent after commit
-    (nothing when it did not change)."""
+    """A status change's signals and live-admin event, after commit (none if unchanged)."""
     if old == new:
         return
     outbox.announce(task_id, "task_status_changed")
@@ -55,8 +54,7 @@ def _seconds_between(start: datetime | None, end: datetime | None) -> float | No
 
 
 def _count_completed(recorder: metrics_hook.Recorder, task: Task | str, finished: datetime) -> None:
-    """Report a task the worker's conditional update completed (``task``: the row as the
-    worker loaded it, or its id)."""
+    """Count a task the worker completed (``task``: the worker's row, or its id)."""
     if isinstance(task, str):
         found = Task.objects.filter(pk=task).values_list("tool_name", "started_at").first()
         if found is None:
@@ -122,9 +120,7 @@ def finish(
 
 
 def end_locked(task: Task, status: str, *, wake: bool, **fields: Any) -> None:
-    """End ``task``, its row locked (:func:`locked`) and not terminal: the new ``status``
-    and ``fields``, its signals and metric, its waiting questions closed, the change
-    published."""
+    """End locked, non-terminal ``task``: status, fields, signals, metric, questions closed."""
     status_changed(task.id, task.status, status)
     touch(
         task,
@@ -142,11 +138,9 @@ def end_locked(task: Task, status: str, *, wake: bool, **fields: Any) -> None:
 
 
 def complete(task: Task | str, result: dict[str, Any]) -> bool:
-    """The tool returned (``isError`` results included; ``task``: the row as the worker
-    loaded it, or its id). False if already terminal."""
+    """The tool returned (``isError`` too; ``task``: the worker's row or id). False if it ended."""
     task_id = id_of(task)
     result, finished = _completion(task_id, result)
-    # The worker's own task, working and with no open question: one conditional update.
     if rows.update_task(task_id, {"status": TaskStatus.WORKING}, finished):
         outbox.publish_by_worker(task, TaskStatus.COMPLETED, final_fields(finished))
         status_changed(task_id, TaskStatus.WORKING, TaskStatus.COMPLETED)
@@ -158,8 +152,7 @@ def complete(task: Task | str, result: dict[str, Any]) -> bool:
 
 
 async def acomplete(database: LoopDatabase, task: Task, result: dict[str, Any]) -> bool:
-    """:func:`complete` of the task the worker loaded, its conditional update sent from the
-    worker's event loop (the rest, rarely needed, in Django's thread)."""
+    """:func:`complete`, its conditional update sent from the worker's event loop."""
     result, finished = _completion(task.id, result)
     if not await rows.aupdate_task(database, task.id, {"status": TaskStatus.WORKING}, finished):
         return await db(_finish_completed)(task.id, result, finished["status_message"])
@@ -196,16 +189,13 @@ def _completion(task_id: str, result: dict[str, Any]) -> tuple[dict[str, Any], d
     }
 
 
-#: Largest JSON (bytes) a task change carries (:func:`final_fields`, the questions of
-#: :func:`asked_fields`); past it, the waiting requests read the task back.
+#: Largest JSON (bytes) a change carries (:func:`final_fields`, :func:`asked_fields`).
 FINAL_FIELDS_MAX = 16 * 1024
 
 
 def final_fields(changes: dict[str, Any]) -> dict[str, Any] | None:
-    """What a waiting request needs of a task that ended with ``changes`` (a wake-up
-    carries it), None when it is too large to carry. The result and error travel as JSON
-    text: the channel layer's msgpack cannot carry every JSON value (integers past 64
-    bits)."""
+    """What a wake-up carries of a task that ended with ``changes`` (None: too large). The
+    outcome travels as JSON text: msgpack cannot carry integers past 64 bits."""
     outcome = json.dumps(
         {"result": changes.get("result"), "error": changes.get("error")},
         separators=(",", ":"),
@@ -223,8 +213,7 @@ def final_fields(changes: dict[str, Any]) -> dict[str, Any] | None:
 def asked_fields(
     status_message: str, updated_at: datetime, questions: Sequence[InputRequest]
 ) -> dict[str, Any] | None:
-    """What a waiting request needs of a task that just asked the client ``questions``
-    (a wake-up carries it), None when they are too large to carry."""
+    """What a wake-up carries of a task that asked the client ``questions`` (None: too large)."""
     asked = json.dumps(
         [[question.key, question.method, question.params] for question in questions],
         separators=(",", ":"),
@@ -240,9 +229,8 @@ def asked_fields(
 
 
 def with_fields(task: Task, fields: dict[str, Any]) -> Task:
-    """``task`` (read before) as the change that carried ``fields`` left it
-    (:func:`final_fields`, :func:`asked_fields`): its outcome, or the questions it waits
-    for (:attr:`~mcp_tasks.models.Task.carried_questions`)."""
+    """``task`` as the change that carried ``fields`` left it (:func:`final_fields`,
+    :func:`asked_fields`, :attr:`~mcp_tasks.models.Task.carried_questions`)."""
     task.status = fields["status"]
     task.status_message = fields["status_message"]
     task.updated_at = datetime.fromisoformat(fields["updated_at"])
@@ -258,8 +246,7 @@ def with_fields(task: Task, fields: dict[str, Any]) -> Task:
 
 
 def _finish_completed(task_id: str, result: dict[str, Any], message: str) -> bool:
-    """Complete a task that the conditional update missed (it has an open question, or
-    ended meanwhile: then nothing changes)."""
+    """Complete a task the conditional update missed (open question; nothing if it ended)."""
     return finish(task_id, TaskStatus.COMPLETED, result=result, message=message, wake=False)
 
 

@@ -1,8 +1,5 @@
-"""Encryption at rest for the secrets in a task's snapshot.
-
-AES-256-GCM with a key derived (HKDF-SHA256) from ``SECRET_KEY``; values sealed under a
-key in ``SECRET_KEY_FALLBACKS`` still open, so keys can be rotated the Django way.
-"""
+"""Encryption at rest of a task snapshot's secrets: AES-256-GCM, key derived (HKDF-SHA256)
+from ``SECRET_KEY``; ``SECRET_KEY_FALLBACKS`` still open, so keys rotate the Django way."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""A task's life from its creation to its cancel: the new rows (under quota), reading a
-caller's tasks, the transitions of the worker that runs it (claim, progress, retry), and
-a failed task run again (:func:`retry`)."""
+"""A task's life: creation (under quota), reads for its caller, the worker's transitions
+(claim, progress, retry), cancel, and a failed task run again (:func:`retry`)."""
 
 from __future__ import annotations
 
@@ -72,11 +71,7 @@ def _over_quota(task: Task, quotas: list[tuple[str, Any, int]]) -> QuotaExceeded
 
 
 def create_task(new: NewTask) -> Task:
-    """Record the task and its snapshot, commit, then enqueue its job.
-
-    Returns only once ``get_task`` finds the task and its job is queued. Raises
-    :class:`QuotaExceeded`, having written nothing, when a quota has no room left.
-    """
+    """Record task and snapshot, commit, enqueue its job; :class:`QuotaExceeded` if full."""
     task, snapshot = _new_rows(new)
     quotas = _quotas(task)
     if not rows.insert_task(task, snapshot, quotas=quotas):  # together, atomically
@@ -93,10 +88,7 @@ def create_task(new: NewTask) -> Task:
 
 
 async def acreate_task(new: NewTask) -> Task:
-    """:func:`create_task` from async code: on PostgreSQL the rows go in from the event
-    loop and the job is queued from it (:mod:`~mcp_tasks.tasks.state.loop_database`,
-    :mod:`~mcp_tasks.tasks.queues.loop_redis`), with no hop to a thread unless a receiver of
-    ``task_created`` or a live admin page waits for the news."""
+    """:func:`create_task` from async code (on PostgreSQL, from the event loop where it can)."""
     if trace_hook.tracer is None:
         return await _acreate_task(new)
     with trace_hook.tracer.creation(new.tool_name) as span:
@@ -185,23 +177,20 @@ def _new_rows(new: NewTask) -> tuple[Task, TaskSnapshot]:
         log_level=caller.log_level or "",
         progress_token=new.progress_token,
         prior_answers=_prior_answers(new),
-        # Nothing to keep secret (an anonymous call, no allow-listed header): nothing sealed.
         sealed=_sealed(caller),
     )
     return task, snapshot
 
 
 def _sealed(caller: Caller) -> str:
-    """The caller's secrets, encrypted ("": nothing to keep secret, an anonymous call with
-    no allow-listed header)."""
+    """The caller's secrets, encrypted ("": none, an anonymous call with no allowed header)."""
     if not caller.access_token and not caller.headers:
         return ""
     return crypto.seal({"access_token": caller.access_token, "headers": caller.headers})
 
 
 def stored_caller(task: Task, secrets: dict[str, Any]) -> Caller:
-    """The caller a stored task runs for, from its snapshot and its unsealed ``secrets``
-    (:func:`snapshot_secrets`)."""
+    """The caller a stored task runs for, from its snapshot and :func:`snapshot_secrets`."""
     snapshot = task.snapshot
     return Caller(
         era=snapshot.era,
@@ -216,9 +205,7 @@ def stored_caller(task: Task, secrets: dict[str, Any]) -> Caller:
 
 
 def _prior_answers(new: NewTask) -> dict[str, Any]:
-    """What the snapshot's ``prior_answers`` starts with: the tool's prepared value and,
-    while tracing, the creating request's trace context (``trace``: W3C ``traceparent``),
-    the parent of the task's jobs."""
+    """The snapshot's first ``prior_answers``: the prepared value, and the trace context."""
     if trace_hook.tracer is None:
         return {"prepared": new.prepared}
     return {"prepared": new.prepared, "trace": trace_hook.tracer.carrier()}
@@ -229,8 +216,7 @@ def _live(queryset: Any) -> Any:
 
 
 def _found(task_id: Any, task: Task | None) -> Task:
-    """``task`` as read for its owner, or :class:`TaskNotFound` when there is none or it
-    expired."""
+    """``task`` as read for its owner; :class:`TaskNotFound` when missing or expired."""
     if task is None or expired(task):
         raise TaskNotFound(task_id)
     return task
@@ -251,8 +237,7 @@ def get_task(task_id: Any, principal_scope: str) -> Task:
 
 
 async def aget_task(task_id: Any, principal_scope: str) -> Task:
-    """:func:`get_task` from async code: on PostgreSQL read from the event loop (Django's
-    thread only for a task that may have lost its worker or its job)."""
+    """:func:`get_task` from async code: read from the event loop on PostgreSQL."""
     database = LoopDatabase.of_running_loop()
     if database is None:
         return await db(get_task)(task_id, principal_scope)
@@ -288,9 +273,7 @@ def snapshot_secrets(task: Task) -> dict[str, Any]:
 def begin_run(
     task_id: str, worker_name: str, run: int | None = None, claimed_at: datetime | None = None
 ) -> Task | None:
-    """Job number ``run`` starts working on the task (loaded with its snapshot); None when
-    there is nothing to do (the task ended, waits for answers, or a newer job replaced
-    this one). One conditional update: only a ``working`` task of that run is taken."""
+    """Job ``run`` claims the task (with snapshot); None if it ended, waits, or was superseded."""
     if run is None:  # no run number: the first start keeps its time
         now = timezone.now()
         runnable = Task.objects.filter(pk=task_id, status=TaskStatus.WORKING)
@@ -325,14 +308,9 @@ async def abegin_run(
 def _claim(
     worker_name: str, run: int, claimed_at: datetime | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The condition and the changes of job number ``run``'s claim. The status stays
-    ``working``: nobody needs to hear of it.
-
-    Only a task no job holds is claimed (no heartbeat yet): a job delivered twice (a
-    Redis failover that lost the record of its start, so the job waits again on the new
-    master) finds its task held and ends without running the tool a second time. A claim
-    sent again with the same ``claimed_at`` (its answer was lost with a database
-    connection, :func:`mcp_tasks.core.db.persistently`) finds its own heartbeat and holds."""
+    """The condition and changes of job ``run``'s claim: only of a task with no heartbeat, so
+    a job delivered twice (a Redis failover) does not run the tool again; a resent claim (same
+    ``claimed_at``, :func:`mcp_tasks.core.db.persistently`) finds its own heartbeat."""
     now = claimed_at or timezone.now()
     changes: dict[str, Any] = {
         "heartbeat_at": now,
@@ -351,10 +329,7 @@ def _claim(
 def retry_later(
     task_id: str, run: int, attempts: int, delay: float, why: str, *, error: Any = None
 ) -> bool:
-    """Job number ``run`` failed in a way its tool calls transient: the task stays
-    ``working`` and its next attempt is queued to run in ``delay`` seconds, holding no
-    worker meanwhile (its answers so far are replayed). False when the task ended or moved
-    on meanwhile."""
+    """Queue the next attempt in ``delay`` seconds; False if the task ended or moved on."""
     why = jsontext.storable(why, f"the failure of task {task_id}")[:500]
     with transaction.atomic():
         task = locked(task_id)
@@ -376,8 +351,7 @@ def retry_later(
 
 
 def note_waiting_for_limit(task_ids: list[str]) -> int:
-    """These queued tasks wait for a slot of their concurrency limit: their status message
-    says which (:func:`~.fair_queue.limit_of`). Returns how many changed."""
+    """Note in their status that queued tasks wait for their limit; returns how many changed."""
     changed = 0
     now = timezone.now()
     for task in Task.objects.filter(pk__in=task_ids, status=TaskStatus.WORKING).only(
@@ -395,9 +369,7 @@ def note_waiting_for_limit(task_ids: list[str]) -> int:
 
 
 def heartbeat(task_ids: list[str]) -> dict[str, str]:
-    """Mark running tasks alive; returns the status of each (tasks that are gone are
-    missing). A task no job holds any more (let go for its answers, its next attempt or
-    a lost job queued again: no heartbeat) is left so: its next job claims it."""
+    """Mark the held running tasks alive; returns each task's status (gone ones missing)."""
     Task.objects.filter(pk__in=task_ids, heartbeat_at__isnull=False).exclude(
         status__in=TERMINAL_STATUSES
     ).update(heartbeat_at=timezone.now())
@@ -407,8 +379,7 @@ def heartbeat(task_ids: list[str]) -> dict[str, str]:
 def report_progress(
     task: Task | str, progress: float, total: float | None, message: str | None
 ) -> None:
-    """The running tool reported progress (``task``: the row as the worker loaded it, or
-    its id); the message becomes the ``statusMessage``."""
+    """Record the running tool's progress (``task``: the worker's row, or its id)."""
     task_id = id_of(task)
     message = jsontext.storable(message, f"progress of task {task_id}")
     changes: dict[str, Any] = {"progress": progress, "progress_total": total}
@@ -418,14 +389,12 @@ def report_progress(
         changes["status_message"] = f"{progress:g}/{total:g}"
     now = timezone.now()
     changes.update(heartbeat_at=now, updated_at=now)
-    # Only a running tool reports progress: its task is ``working``.
     if rows.update_task(task_id, {"status": TaskStatus.WORKING}, changes):
         outbox.publish_by_worker(task, TaskStatus.WORKING)
 
 
 def cancel(task_id: str, principal_scope: str | None) -> Task:
-    """Cancel the task (``principal_scope`` None: staff in the admin). Terminal tasks are
-    left as they are. Raises :class:`TaskNotFound`."""
+    """Cancel the task unless it ended (``principal_scope`` None: staff); raises TaskNotFound."""
     with transaction.atomic():
         task = rows.locked_task(task_id, principal_scope)
         if task is None or (principal_scope is not None and expired(task)):
@@ -434,8 +403,7 @@ def cancel(task_id: str, principal_scope: str | None) -> Task:
             return task
         end_locked(task, TaskStatus.CANCELLED, wake=True, status_message="Cancelled")
         job_id, queue_name = task.job_id, task.queue
-        # An async tool is cancelled cooperatively (CancelledError at its next await, through
-        # the worker's channel-layer watch); only a sync tool's work-horse is killed.
+        # Async tools are cancelled cooperatively; only a sync tool's work-horse is killed.
         tool = mcp.tools.get(task.tool_name)
         kill = tool is None or not tool.is_async
         outbox.after_commit(lambda: queue.stop(job_id, queue_name, kill_running=kill))
@@ -447,11 +415,9 @@ class NotRetryable(ValueError):  # noqa: N818
 
 
 def retry(task_id: str) -> Task:
-    """Run a failed task again: a new task with the same tool, arguments, principal and
-    client context, linked to the failed one (``Task.retry_of``), created and queued.
-    Raises :class:`~mcp_tasks.core.task_contract.TaskNotFound` or :class:`NotRetryable`.
-    The creating request's access token and headers are carried over (still encrypted at
-    rest); its progress token and request id are not."""
+    """Run a failed task again as a new task (``Task.retry_of``): same tool, arguments and
+    caller (token and headers still sealed), no progress token or request id. Raises
+    :class:`~mcp_tasks.core.task_contract.TaskNotFound` or :class:`NotRetryable`."""
     task = Task.objects.select_related("snapshot").filter(pk=task_id).first()
     if task is None:
         raise TaskNotFound(task_id)

@@ -1,22 +1,9 @@
-"""The statements every task makes, sent from the event loop with psycopg's
-``AsyncConnection``: PostgreSQL only.
-
-In a task worker: a job's claim of its task and the tool's result. In an ASGI process: a
-new task's row (``tools/call``), the read of a task (``tasks/get``) and of its waiting
-questions. Every other
-database call goes to Django's thread for sync code (:func:`mcp_tasks.core.db.db`). For these
-statements that hop (a thread switch there and back, and asgiref's bookkeeping) costs
-more than the statements; here they are written once
-(:mod:`mcp_tasks.tasks.state.rows`) and sent from the loop itself.
-
-The connection is made from Django's own parameters for the database (its adapters,
-hence its time zone handling and JSON loaders; ``assume_role``; Django's session time
-zone), in autocommit mode: each
-statement is a transaction of its own, durable before the worker tells anyone. One
-connection per event loop; a connection that broke (the server restarted) is replaced and
-the statement sent once more (the updates are conditional and may run twice; a new task's
-INSERT that had committed is recognised by its id, :func:`~mcp_tasks.tasks.state.rows.ainsert_task`).
-"""
+"""The hot path's statements (:mod:`mcp_tasks.tasks.state.rows`) sent from the event loop
+with psycopg's ``AsyncConnection`` (PostgreSQL only), cheaper than the hop to Django's thread
+(:func:`mcp_tasks.core.db.db`). One autocommit connection per loop, from Django's parameters
+(adapters, ``assume_role``, its session time zone); a broken one is replaced and the
+statement resent (updates are conditional; a committed INSERT is found by id,
+:func:`~.rows.ainsert_task`)."""
 
 from __future__ import annotations
 
@@ -47,8 +34,7 @@ class LoopDatabase:
 
     def __init__(self, alias: str = "default") -> None:
         self.alias = alias
-        #: Django's wrapper of the database in this thread: its SQL dialect, value
-        #: preparation and converters (it never connects here).
+        #: Django's wrapper: SQL dialect, value preparation, converters (never connects).
         self.wrapper: BaseDatabaseWrapper = connections[alias]
         self._connection: Any = None
         self._connecting = asyncio.Lock()
@@ -57,8 +43,7 @@ class LoopDatabase:
 
     @classmethod
     def of_running_loop(cls) -> LoopDatabase | None:
-        """The running event loop's connection to the default database, made on first use;
-        None where it is not :meth:`available` (then: Django's thread)."""
+        """The running loop's connection (made on first use); None if not :meth:`available`."""
         loop = asyncio.get_running_loop()
         try:
             return _of_loop[loop]
@@ -81,13 +66,8 @@ class LoopDatabase:
         return bool(is_psycopg3)
 
     async def fetch_one(self, sql: str, params: Sequence[Any]) -> tuple[int, Any]:
-        """Run one statement; its row count and first row (None when it returns none).
-
-        Calls of the same statement made while one of them is under way go together in the
-        next round trip (:class:`~mcp_tasks.tasks.queues.coalesce.Coalesced`): psycopg's pipeline,
-        one transaction for the batch, so one commit. A batch that fails (a deadlock with
-        another writer, a value the database refuses) is sent again one statement at a
-        time, and each caller gets its own outcome."""
+        """Run one statement: its row count and first row (or None). Calls made during a round
+        trip share the next, in one transaction; a failed batch is resent one by one."""
         batch = self._batches.get(sql)
         if batch is None:
             batch = self._batches[sql] = Coalesced(functools.partial(self._each, sql), awaited)
@@ -109,8 +89,7 @@ class LoopDatabase:
         return outcomes
 
     async def _retried(self, send: Any, sql: str, params: Any) -> Any:
-        """``send(connection, sql, params)``, once more on a new connection when the one it
-        used broke (the server restarted): the statements here may run twice."""
+        """``send(connection, sql, params)``, resent once on a new connection if it broke."""
         import psycopg
 
         for attempt in range(2):
@@ -179,8 +158,7 @@ class LoopDatabase:
                 logger.debug("task rows: closing the connection failed", exc_info=True)
 
     def close_now(self) -> None:
-        """Close the connection from any thread, even once its loop is gone (tests, before
-        their database is dropped)."""
+        """Close the connection from any thread, even with its loop gone (tests)."""
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.pgconn.finish()

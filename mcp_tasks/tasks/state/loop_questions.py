@@ -1,16 +1,9 @@
-"""A question asked, and a client's answer recorded, in one statement each from the event
-loop (PostgreSQL, :mod:`.loop_database`), for the common case:
+"""The common case of questions in one statement from the event loop (PostgreSQL,
+:mod:`.loop_database`): :func:`aask_all`, a new round of client questions; :func:`aanswer`,
+the answer to the one question a held task waits for.
 
-- :func:`aask_all`: a round of client questions asked for the first time by the worker
-  running its task;
-- :func:`aanswer`: a client's answer to the one question its task waits for, while the
-  worker holds the task (its hold window).
-
-Everything else — a replay after a resume, staff questions, a key used before, several
-questions waiting, a task that changed between the read and the write — goes the ORM's way
-(:mod:`.questions`), under the task's row lock. The conditions in each statement make the
-two ways agree: a statement that finds anything unusual writes nothing, and the ORM's way
-then does it all."""
+Anything else (a replay, staff questions, a reused key, a task changed since read) goes the
+ORM's way (:mod:`.questions`): each statement's conditions make it write nothing then."""
 
 from __future__ import annotations
 
@@ -58,14 +51,10 @@ def _told_anyone() -> bool:
     )
 
 
-# -- asking ---------------------------------------------------------------------------------
-
-
 @functools.lru_cache(maxsize=16)
 def _ask_sql(alias: str, count: int) -> str:
-    """The task moves to ``input_required`` and its ``count`` questions go in, only when it
-    is working and has no question numbered from the first of these on and none with
-    their keys (a replay, a key used before: then nothing changes)."""
+    """Task to ``input_required`` plus ``count`` questions, only if it is working and has
+    no question from the first number on nor with their keys (else nothing changes)."""
     connection = connections[alias]
     quote = connection.ops.quote_name
     table = quote(InputRequest._meta.db_table)
@@ -97,8 +86,7 @@ def _ask_sql(alias: str, count: int) -> str:
 def _new_questions(
     task_id: str, first_sequence: int, questions: Sequence[Asked]
 ) -> list[InputRequest] | None:
-    """The round's rows as :func:`~.questions.ask_all` would write them; None when it
-    needs the ORM's way (a staff question, a key repeated within the round)."""
+    """The round's rows as :func:`~.questions.ask_all` writes them; None for the ORM's way."""
     if any(len(question) > 3 and question[3] is not None for question in questions):
         return None
     now = timezone.now()
@@ -120,10 +108,8 @@ async def aask_all(
     questions: Sequence[Asked],
     worker_name: str,
 ) -> tuple[list[InputRequest], dict[str, Any] | None]:
-    """:func:`~.questions.ask_all` from the worker's event loop: one statement when the
-    round is new and for the client, else the ORM's way. With the rows, the task's fields
-    for the wake-up that announces them (:func:`~.changes.asked_fields`; None: the waiting
-    requests read them back)."""
+    """:func:`~.questions.ask_all` from the worker's loop, in one statement when it can; with
+    the rows, the wake-up's fields (:func:`~.changes.asked_fields`, None: read back)."""
     new = _new_questions(task_id, first_sequence, questions)
     if new is None:
         return await db(ask_all)(task_id, first_sequence, questions, worker_name), None
@@ -155,14 +141,11 @@ async def aask_all(
 
 
 def _tell_asked(task_id: str, new: list[InputRequest]) -> None:
-    """What :func:`~.questions.ask_all` tells others, for a round :func:`aask_all` wrote."""
+    """What :func:`~.questions.ask_all` tells others, for :func:`aask_all`'s round."""
     status_changed(task_id, TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED)
     outbox.announce(task_id, "question_asked")
     for request in new:
         outbox.signal(signals.question_asked, task_id=task_id, question=request)
-
-
-# -- answering ------------------------------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=8)
@@ -189,9 +172,8 @@ def _question_sql(alias: str) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _answer_sql(alias: str) -> str:
-    """The task goes back to working and the answer goes in, both or neither: only if the
-    task is as it was read (its ``updated_at``: every change of its questions moves it,
-    and the row lock orders this statement after any under way) and the question waits."""
+    """Task back to working plus the answer, both or neither: only if the question waits
+    and the task's ``updated_at`` (moved by every change of its questions) is as read."""
     connection = connections[alias]
     quote = connection.ops.quote_name
     questions = quote(InputRequest._meta.db_table)
@@ -228,9 +210,8 @@ async def aanswer(
     *,
     not_found_raises: bool = False,
 ) -> bool:
-    """A client's answer (:func:`~.questions.answer` with ``answered_by="client"``), from
-    the event loop: one read and one statement when its task waits for this question alone
-    and its worker holds it; else the ORM's way."""
+    """A client's :func:`~.questions.answer` from the event loop: one read and one statement
+    when a held task waits for this question alone, else the ORM's way."""
     connection = database.wrapper
     params = [InputRequestStatus.PENDING.value, key, task_id]
     _, row = await database.fetch_one(_question_sql(database.alias), params)
@@ -281,8 +262,7 @@ async def aanswer(
     ]
     _, (worker, recorded) = await database.fetch_one(_answer_sql(database.alias), params + waits)
     if not recorded:
-        # The task changed since it was read (another question or answer, its worker
-        # letting it go), or this was sent twice over a broken connection: the ORM's way.
+        # Changed since read (or sent twice over a broken connection): the ORM's way.
         return await the_orm_way()
     session_id = task.session_id if task.era == "legacy" else None
     in_background(
@@ -299,8 +279,7 @@ async def aanswer(
 
 
 def _tell_answered(task_id: str, request: InputRequest) -> None:
-    """What :func:`~.questions.answer` tells others, for an answer :func:`aanswer` wrote
-    that resumed its task."""
+    """What :func:`~.questions.answer` tells others, for :func:`aanswer`'s answer."""
     status_changed(task_id, TaskStatus.INPUT_REQUIRED, TaskStatus.WORKING)
     outbox.announce(task_id, "question_answered")
     outbox.signal(

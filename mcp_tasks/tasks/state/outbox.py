@@ -1,15 +1,8 @@
-"""What the task service tells others of a change: the one way out.
-
-Every transition tells others of itself only after its transaction commits (durable
-before visible), through these functions and no other ``transaction.on_commit``: the
-task's watchers and the worker running it (:func:`publish`, :func:`publish_by_worker`,
-through the channel layer: :func:`apublish_task_change`, which a change committed from the
-event loop calls itself), the live admin (:func:`announce`, through the announcer the live
-admin installs: :func:`install_announcer`), the site's receivers of :mod:`mcp_tasks.signals`
-(:func:`signal`), and the queue (:func:`enqueue`, :func:`after_commit` for the rest: a
-job's stop, the metrics). A rolled-back savepoint drops what it added, as ``on_commit``
-does.
-"""
+"""The one way the task service tells others of a change: after commit (durable before
+visible), through these functions only: watchers and worker (:func:`publish`, through the
+channel layer), the live admin (:func:`announce`), :mod:`mcp_tasks.signals` (:func:`signal`),
+the queue (:func:`enqueue`) and the rest (:func:`after_commit`). A rolled-back savepoint
+drops what it added, as ``on_commit`` does."""
 
 from __future__ import annotations
 
@@ -36,10 +29,7 @@ P = ParamSpec("P")
 
 
 class Announcer(Protocol):
-    """Who else hears of the service's events (a module with these three functions will
-    do): :class:`~mcp_tasks.apps.McpTasksConfig` installs :mod:`mcp_tasks.admin.events` when
-    ``django.contrib.admin`` is installed. The engine knows no admin; until then nothing
-    is heard."""
+    """Who hears the service's events (:mod:`mcp_tasks.admin.events`, installed by the app)."""
 
     def announce(self, task_id: str, event: str) -> None: ...
 
@@ -58,27 +48,23 @@ def install_announcer(announcer: Announcer | None) -> None:
 
 
 def may_announce() -> bool:
-    """False when :func:`announce_now` surely would do nothing now (async callers skip a
-    hop to the ORM thread)."""
+    """False when :func:`announce_now` would surely do nothing (async callers skip a hop)."""
     return _announcer is not None and _announcer.may_announce()
 
 
 def announce_now(task_id: str, event: str) -> None:
-    """Tell the announcer that ``task_id`` changed (``event`` names how), outside any
-    transaction: a change committed from the event loop."""
+    """Tell the announcer now of a change committed from the event loop (no transaction)."""
     if _announcer is not None:
         _announcer.announce(task_id, event)
 
 
 def after_commit(fn: Callable[[], Any], *, robust: bool = False) -> None:
-    """``fn`` once the transaction commits (``robust``: an error is logged, not raised
-    into the committing request)."""
+    """``fn`` once the transaction commits (``robust``: its error is logged, not raised)."""
     transaction.on_commit(fn, robust=robust)
 
 
 def publish(task: Task, *, wake: bool = False, answers: dict[str, Any] | None = None) -> None:
-    """Tell the task's watchers (and, with ``wake``, the worker running it: the change came
-    from someone else, with the ``answers`` it waits for) that it changed."""
+    """Tell the task's watchers (with ``wake``, its worker too, and ``answers``) it changed."""
     task_id, status = task.id, task.status
     session_id = task.session_id if task.era == "legacy" else None
     worker = task.worker_name if wake and task.worker_name else None
@@ -86,9 +72,7 @@ def publish(task: Task, *, wake: bool = False, answers: dict[str, Any] | None = 
 
 
 def publish_by_worker(task: Task | str, status: str, fields: dict[str, Any] | None = None) -> None:
-    """:func:`publish` for a change the worker running the task made with a conditional
-    update (``task``: the row as the worker loaded it, or its id; ``fields``: those of
-    a task that ended, :func:`~.changes.final_fields`)."""
+    """:func:`publish` of the worker's own update (``fields``: :func:`~.changes.final_fields`)."""
     if isinstance(task, str):
         task = Task.objects.only("era", "session_id").get(pk=task)
     task_id = task.id
@@ -108,13 +92,11 @@ def signal(sent: Signal, **arguments: Any) -> None:
 
 
 def enqueue(task: Task, *, delay: float = 0.0, robust: bool = False) -> None:
-    """Queue the task's next job (``robust``: a queue that cannot take it now is logged;
-    the housekeeping queues it again after ``TASK_REQUEUE_AFTER``)."""
+    """Queue the task's next job (``robust``: a failure is logged; requeued later)."""
     after_commit(lambda: queue.enqueue(task, delay=delay), robust=robust)
 
 
-# -- the channel layer: streams in any process and the worker running the task hear of a
-# change at once ----------------------------------------------------------------------
+# -- the channel layer: streams and the task's worker hear of a change at once -------------
 
 
 async def apublish_task_change(
@@ -125,13 +107,9 @@ async def apublish_task_change(
     answers: dict[str, Any] | None = None,
     fields: dict[str, Any] | None = None,
 ) -> None:
-    """Tell the task's watchers (requests waiting on it, through its shard group; a legacy
-    creator's session streams; the ``worker`` runtime running it) that it changed.
-    ``answers`` (question key → committed answer) go to the worker only: it goes on without
-    reading them back. ``fields``: the task's fields as the change committed them (an ended
-    task's, :func:`~mcp_tasks.tasks.state.changes.final_fields`; an asking task's,
-    :func:`~mcp_tasks.tasks.state.changes.asked_fields`), to the waiting requests only: they
-    answer without reading the task back."""
+    """Tell the task's shard group, legacy session and ``worker`` that it changed. The
+    worker alone gets ``answers`` (key → answer); waiting requests alone get ``fields``
+    (:func:`~.changes.final_fields`, :func:`~.changes.asked_fields`): no read back."""
     alias = get_config().CHANNEL_LAYER
     layer = get_channel_layer(alias)
     if layer is None:
@@ -155,10 +133,8 @@ async def apublish_admin_event(task_id: str, event: str) -> None:
 
 
 def _from_sync_code(send: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
-    """``send`` (its first argument: the task id) for synchronous code. Inside a
-    :func:`~mcp_tasks.core.db.db` call the message goes out from the awaiting event loop without
-    blocking the ORM thread; elsewhere (admin views, management commands) it is sent before
-    this returns. Failures are logged: pollers and the worker's heartbeat still see the row."""
+    """``send`` (first argument: the task id) for sync code: from the awaiting loop inside
+    :func:`~mcp_tasks.core.db.db`, else before returning. Failures are only logged."""
 
     def publish(*args: P.args, **kwargs: P.kwargs) -> None:
         task_id = args[0]

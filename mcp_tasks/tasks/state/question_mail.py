@@ -1,13 +1,9 @@
 """E-mail to operators when tasks ask questions (``MCP_TASKS["NOTIFY_QUESTIONS"]``).
 
-The rule: questions not yet mailed go out together, in one mail, whenever no notification
-mail went out in the last ``NOTIFY_DIGEST_WINDOW`` seconds. A question asked outside that
-window is mailed at once (from a receiver of :data:`~mcp_tasks.signals.question_asked`, on
-a background thread so the worker does not wait for the mail server); questions asked
-inside it are gathered and mailed as one digest by the task housekeeping once the window
-has passed. Each question is mailed at most once (claimed in the database, so any number
-of processes may run this); questions answered before their mail are left out.
-"""
+Unmailed questions go out in one mail when none went out in the last
+``NOTIFY_DIGEST_WINDOW`` seconds: at once (a :data:`~mcp_tasks.signals.question_asked`
+receiver, on a background thread), else as a digest from the housekeeping. Each question is
+mailed at most once (claimed in the database); answered ones are left out."""
 
 from __future__ import annotations
 
@@ -43,9 +39,7 @@ _scheduled = False
 
 
 def send_due() -> int:
-    """Mail the questions not yet mailed, unless a mail went out within the digest window;
-    returns how many questions the mails listed (0: nothing sent). Each recipient gets one
-    mail listing the questions they may answer (:func:`recipient_addresses`)."""
+    """Mail unmailed questions unless the digest window is open; returns how many were listed."""
     config = get_config()
     if not config.NOTIFY_QUESTIONS:
         return 0
@@ -64,8 +58,7 @@ def send_due() -> int:
 
 
 def mail_plan(questions: list[InputRequest]) -> dict[str, list[InputRequest]]:
-    """Who is mailed which questions: each address with the questions, in order, that its
-    user may answer (``NOTIFY_RECIPIENTS``, when set, get them all)."""
+    """Each address with the questions its user may answer (``NOTIFY_RECIPIENTS``: all)."""
     plan: dict[str, list[InputRequest]] = {}
     holders: dict[tuple[str, str], list[str]] = {}
     for question in questions:
@@ -84,8 +77,7 @@ def _who_answers(question: InputRequest) -> tuple[str, str]:
 
 
 def recipient_addresses(permission: str = ANSWER_PERMISSION, group: str = "") -> list[str]:
-    """``NOTIFY_RECIPIENTS``, or the addresses of the active staff who hold ``permission``
-    (and belong to ``group``, unless superusers): who may answer such a question."""
+    """``NOTIFY_RECIPIENTS``, else active staff with ``permission`` in ``group`` (or superusers)."""
     configured = list(get_config().NOTIFY_RECIPIENTS)
     if configured:
         return configured
@@ -180,8 +172,7 @@ def flush() -> None:
 
 
 def connect(**kwargs: Any) -> None:
-    """Connect the receiver when notifications are on, disconnect it when off (called at
-    start-up and on ``setting_changed``), so the service has nothing to do otherwise."""
+    """Connect the receiver while notifications are on (start-up, ``setting_changed``)."""
     if kwargs.get("setting", "MCP_TASKS") != "MCP_TASKS":
         return
     user = getattr(settings, "MCP_TASKS", None)  # read here: a broken dict is E003's business

@@ -35,8 +35,7 @@ logger = logging.getLogger("mcp_tasks.tasks")
 
 
 def outstanding_requests(task: Task) -> list[InputRequest]:
-    """The client's questions still waiting for an answer, in the order they were asked
-    (staff questions are never shown to the client)."""
+    """The client's questions still waiting, in the order asked (never staff questions)."""
     return list(
         task.input_requests.filter(
             status=InputRequestStatus.PENDING, audience=Audience.CLIENT
@@ -45,9 +44,7 @@ def outstanding_requests(task: Task) -> list[InputRequest]:
 
 
 async def aoutstanding_requests(task: Task) -> Sequence[InputRequest | rows.WaitingQuestion]:
-    """:func:`outstanding_requests` from async code: on PostgreSQL their key, method and
-    params read from the event loop in one statement (a held ``tasks/get`` that wakes on a
-    question answers without Django's thread)."""
+    """:func:`outstanding_requests` from async code (on PostgreSQL, from the event loop)."""
     database = LoopDatabase.of_running_loop()
     if database is None:
         return await db(outstanding_requests)(task)
@@ -59,8 +56,7 @@ class NotAllowed(PermissionError):  # noqa: N818 - reads like PermissionDenied
 
 
 def may_answer(user: Any, question: InputRequest) -> bool:
-    """Whether ``user`` (an operator in the admin) may answer ``question``: a staff
-    question needs its own permission (and group); others ``answer_inputrequest``."""
+    """Whether ``user`` may answer ``question`` (a staff question's permission and group)."""
     if user is None or not getattr(user, "is_active", False):
         return False
     permission = (question.permission if question.for_staff else "") or DEFAULT_PERMISSION
@@ -110,9 +106,7 @@ def ask(
     key: str | None = None,
     staff: StaffAudience | None = None,
 ) -> InputRequest:
-    """Record question number ``sequence`` of this run (or find it when the tool is
-    replayed) and mark the task ``input_required`` (a staff question: ``working``,
-    waiting for staff)."""
+    """One question: :func:`ask_all` of a round of one."""
     (request,) = ask_all(task_id, sequence, [(method, params, key, staff)], worker_name)
     return request
 
@@ -130,12 +124,9 @@ def ask_all(
     questions: Sequence[Asked],
     worker_name: str,
 ) -> list[InputRequest]:
-    """Record one round of questions (``(method, params, key[, staff])`` each, numbered
-    from ``first_sequence``) in one transaction: a poll sees all of them or none. A question
-    already recorded under its number (the tool is replayed after a resume) is returned
-    as it is, answer included; one that differs raises :class:`ReplayMismatch`. A round of
-    staff questions only leaves the task ``working`` (waiting for staff): the client does
-    not see them."""
+    """Record a round of questions from ``first_sequence`` in one transaction: the task goes
+    ``input_required`` (staff only: stays ``working``). On replay recorded questions return
+    as they are; one that differs raises :class:`ReplayMismatch`."""
     audiences = [question[3] if len(question) > 3 else None for question in questions]
     stored: list[tuple[str, dict[str, Any], str | None]] = [
         (method, *jsontext.storable((params, key), f"a question of task {task_id}"))
@@ -203,16 +194,14 @@ def ask_all(
 
 
 def suffixed_key(method: str, sequence: int, key: str | None = None) -> str:
-    """A question's key made unique: ``key`` (else its method's prefix), its number and
-    random hex."""
+    """A unique question key: ``key`` (else the method's prefix), number, random hex."""
     return f"{key or KEY_PREFIXES.get(method, 'input')}-{sequence}-{secrets.token_hex(4)}"
 
 
 def new_question(
     task_id: str, sequence: int, method: str, params: dict[str, Any], key: str, now: datetime
 ) -> InputRequest:
-    """A client's question asked ``now``, not yet saved; it times out after
-    ``INPUT_TIMEOUT``."""
+    """A client's question asked ``now`` (unsaved); it times out after ``INPUT_TIMEOUT``."""
     return InputRequest(
         task_id=task_id,
         key=key[:100],
@@ -259,16 +248,14 @@ def withdraw(task_id: str, key: str) -> None:
 
 
 def answer_in(request: InputRequest) -> Any:
-    """A question's stored answer: None while it waits, :data:`EXPIRED` when it timed out
-    or was closed unanswered."""
+    """A question's answer: None while it waits, :data:`EXPIRED` when closed unanswered."""
     if request.status == InputRequestStatus.PENDING:
         return None
     return request.response if request.response is not None else EXPIRED
 
 
 def answers_of(task_id: str, keys: list[str | None]) -> list[Any]:
-    """The stored answers to the questions ``keys`` (one query; None for a key that is
-    None, unknown or still waiting)."""
+    """The answers to ``keys`` in one query (None: no key, unknown, or still waiting)."""
     found = {
         request.key: answer_in(request)
         for request in InputRequest.objects.filter(
@@ -279,9 +266,8 @@ def answers_of(task_id: str, keys: list[str | None]) -> list[Any]:
 
 
 def claim_questions_to_mail(window: float, limit: int) -> list[InputRequest]:
-    """The waiting questions nobody was mailed about yet (at most ``limit``, oldest first),
-    marked as mailed so that no other process mails them; none while a mail went out within
-    the last ``window`` seconds (the digest waits for the window to pass)."""
+    """Up to ``limit`` waiting questions not yet mailed (oldest first), marked mailed so no
+    other process mails them; none if a mail went out in the last ``window`` seconds."""
     now = timezone.now()
     if InputRequest.objects.filter(notified_at__gt=now - timedelta(seconds=window)).exists():
         return []
@@ -298,8 +284,7 @@ def claim_questions_to_mail(window: float, limit: int) -> list[InputRequest]:
 
 
 def release(task_id: str) -> bool:
-    """The worker stops waiting. True when every question was answered meanwhile (go on);
-    False: the task is let go and a new job resumes it once everything is answered."""
+    """Stop waiting: True if all was answered (go on), else the task is let go until then."""
     with transaction.atomic():
         task = locked(task_id)
         if not task.input_requests.filter(status=InputRequestStatus.PENDING).exists():
@@ -309,8 +294,7 @@ def release(task_id: str) -> bool:
 
 
 def claim_relay(task_id: str, key: str) -> bool:
-    """Reserve a waiting question for one stream to send (a 2025-11-25 session has a
-    ``tasks/result`` stream and a GET stream; the client should be asked once)."""
+    """Reserve a waiting question for one 2025-11-25 stream to send (the client is asked once)."""
     claimed = InputRequest.objects.filter(
         task_id=task_id,
         key=key,
@@ -376,8 +360,7 @@ def validate_answer(request: InputRequest, response: Any) -> dict[str, Any]:
 def after_answer(
     task: Task, *, others_pending: bool | None = None, answered: InputRequest | None = None
 ) -> None:
-    """The task's questions changed (``others_pending``: whether questions still wait, when
-    the caller knows it; ``answered``: the question just answered, if that was the change)."""
+    """The questions changed: resume the task once none waits (``answered``: the one just in)."""
     if others_pending is None:
         others_pending = task.input_requests.filter(status=InputRequestStatus.PENDING).exists()
     if others_pending:
@@ -386,7 +369,7 @@ def after_answer(
         return
     status_changed(task.id, task.status, TaskStatus.WORKING)
     if task.waiting_worker:
-        # A worker holds the task in its hold window: wake it, it goes on.
+        # A worker holds the task in its hold window: wake it.
         touch(
             task,
             status=TaskStatus.WORKING,
@@ -407,8 +390,7 @@ def after_answer(
         waiting_for=WaitingFor.NOTHING,
     )
     outbox.publish(task)
-    # robust: the answer is recorded; a resume job that cannot be queued now (Redis failing
-    # over) is logged, and queued again from the database after TASK_REQUEUE_AFTER.
+    # robust: the answer stands; a resume job not queued now is requeued after TASK_REQUEUE_AFTER.
     outbox.enqueue(task, robust=True)
 
 
@@ -422,25 +404,17 @@ def answer(
     user: Any = None,
     not_found_raises: bool = False,
 ) -> bool:
-    """The one answer path (clients, legacy replies, the admin).
-
-    ``principal_scope`` None means staff acting in the admin (``user``). Returns False
-    when the task is not the principal's, has ended, or the question is not waiting (first
-    answer wins); a client's answer to a staff question is refused the same way, exactly
-    like one to an unknown key. With ``not_found_raises``, a task that is unknown, expired
-    or someone else's raises :class:`TaskNotFound` instead. Raises :class:`InvalidAnswer`
-    when the answer does not fit the question (or the question is an approval, decided
-    with :func:`mcp_tasks.tasks.state.approvals.decide`), :class:`NotAllowed` when ``user`` may
-    not answer a staff question.
-    """
+    """The one answer path (clients, legacy replies, the admin: ``principal_scope`` None).
+    False when the task is not the principal's or ended, or the question does not wait for
+    this caller (first wins). Raises :class:`TaskNotFound` (``not_found_raises``),
+    :class:`InvalidAnswer` (unfit, or an approval: :func:`.approvals.decide`), NotAllowed."""
     with transaction.atomic():
         task = rows.locked_task(task_id, principal_scope)
         if not_found_raises and (task is None or expired(task)):
             raise TaskNotFound(task_id)
         if task is None or task.is_terminal:
             return False
-        # The task's row lock serialises every change of its questions: one read finds the
-        # question and whether others still wait.
+        # The row lock serialises changes of its questions: one read finds both.
         waiting = list(
             task.input_requests.filter(Q(key=key) | Q(status=InputRequestStatus.PENDING))
         )
@@ -462,11 +436,8 @@ def answer(
 def store_answer(
     request: InputRequest, response: Any, answered_by: str, user: Any, *also: str
 ) -> None:
-    """Record ``response`` as the answer to ``request`` (whose task's row this transaction
-    holds), and tell of it after commit: the one place an answer is written, for a client's,
-    a legacy reply, staff's in the admin and an approval's last decision (``also``: other
-    fields of the row changed with it). The caller then resumes the task
-    (:func:`after_answer`) or ends it."""
+    """The one place an answer is written (task row locked; ``also``: other changed
+    fields), told after commit; the caller then resumes (:func:`after_answer`) or ends it."""
     request.response = response
     request.status = InputRequestStatus.ANSWERED
     request.answered_by = answered_by[:255]

@@ -24,11 +24,8 @@ REQUEUED = "its job was lost (Redis restarted or failed over): queued again"
 
 
 def check_liveness(task: Task) -> bool:
-    """Fail a task whose worker stopped beating, re-queue one whose job vanished, and make
-    one that no worker serves say so.
-
-    Returns True when the task changed.
-    """
+    """Fail a task whose worker died, re-queue a lost job, flag a queue with no worker; True
+    if the task changed."""
     if not may_be_lost(task):
         return False
     if task.heartbeat_at is not None:
@@ -47,8 +44,7 @@ def check_liveness(task: Task) -> bool:
 
 
 def _note_unserved(task: Task) -> bool:
-    """A task queued for a while whose queue no worker serves says so (its status message,
-    once, and the log). True when it changed."""
+    """Say (status message, log) that a long-queued task's queue has no worker; True if changed."""
     if task.waiting_for:
         return False  # it waits for its limit, its retry, or its turn
     workers = queue.queue_workers(task.queue)
@@ -84,8 +80,7 @@ def unserved_reason(name: str, workers: queue.QueueWorkers) -> str:
 
 
 def unserved_queues() -> dict[str, str]:
-    """The queues that have tasks waiting to start and no task worker alive to start
-    them, with why (:func:`unserved_reason`)."""
+    """Queues with tasks waiting to start and no live task worker, with :func:`unserved_reason`."""
     waiting = Task.objects.filter(status=TaskStatus.WORKING, heartbeat_at=None).exclude(
         waiting_for=WaitingFor.STAFF
     )
@@ -99,8 +94,7 @@ def unserved_queues() -> dict[str, str]:
 
 
 def may_be_lost(task: Task) -> bool:
-    """A working task whose worker stopped beating, or queued (never started this run) for
-    so long that its job may be lost (:func:`check_liveness` looks). Reads nothing."""
+    """Whether its worker stopped beating or its job may be lost (:func:`check_liveness`)."""
     if task.status != TaskStatus.WORKING or task.waiting_for == WaitingFor.STAFF:
         return False  # a task waiting for staff has no job: it is parked like a question
     config = get_config()
@@ -117,18 +111,13 @@ def _job_lost(task: Task) -> bool:
 
 
 def requeue_lost(task_id: str) -> bool:
-    """Queue a new job for a task whose job was lost (Redis restarted without persistence).
-
-    Checked again under the row lock, so two processes noticing the loss at once queue
-    one job, not two.
-    """
+    """Queue a new job for a task whose job was lost (once: rechecked under the row lock)."""
     with transaction.atomic():
         task = locked(task_id)
         if task.is_terminal or not _job_lost(task):
             return False
         touch(task, runs=task.runs + 1, heartbeat_at=None)
-        # Said where operators look (the log, the task's log lines in the admin): a job lost
-        # with a Redis that restarted empty or failed over before its replica had it.
+        # Where operators look: the log and the task's log lines in the admin.
         add_log(task_id, "warning", "mcp_tasks", REQUEUED)
         outbox.enqueue(task)
     logger.warning("task %s (%s): %s", task.id, task.tool_name, REQUEUED, extra=log_fields.of(task))

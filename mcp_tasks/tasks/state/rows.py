@@ -1,14 +1,9 @@
-"""The statements every task and every poll make, as SQL written once from the models'
-metadata.
+"""The hot path's statements as SQL built once from the models' metadata.
 
-Django's ORM compiles each query anew, which costs more CPU here than the database needs to
-answer a primary-key lookup (the README's "Performance" has the figures). The statements on the hot path — a new task and its snapshot, a
-task by id for its principal (``tasks/get``), a task with its snapshot (a job starting), and
-conditional updates of one task row (a job starting, progress, the result) — are built once
-per database and set of columns. Values go in through the fields' own ``get_db_prep_save`` and rows come back
-through the fields' and the backend's converters, exactly as with a queryset. Everything
-else goes through the ORM.
-"""
+The ORM compiles each query anew, costing more CPU than a primary-key lookup (README,
+"Performance"). A new task, a task by id, a task with its snapshot and conditional updates
+of a task row are built once per database and column set; values and rows go through the
+fields' and backend's own preparation and converters, as with a queryset."""
 
 from __future__ import annotations
 
@@ -82,10 +77,8 @@ def column_of(model: type[Model], name: str) -> str:
 
 
 def _cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
-    """A cursor for the statements here, wrapped like any Django cursor (query logging,
-    ``execute_wrapper``). On PostgreSQL it binds parameters on the server (psycopg 3's
-    ``Cursor``): the values travel apart from the SQL text, with no quoting in Python;
-    Django's own cursors bind on the client by default."""
+    """A Django-wrapped cursor (query logging, ``execute_wrapper``); on PostgreSQL psycopg
+    3's ``Cursor``, binding parameters on the server (Django's bind on the client)."""
     if connection.vendor != "postgresql":
         return connection.cursor()
     import psycopg
@@ -118,10 +111,8 @@ def _task_with_snapshot_sql(alias: str) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _task_sql(alias: str, locked: bool) -> str:
-    """One task by primary key. The owner is checked on the row read, not in SQL: a filter
-    on ``principal_scope`` lets the planner scan that principal's index instead of the
-    primary key (it did, on a table not yet analysed), costing time in the principal's
-    number of tasks."""
+    """One task by primary key. The owner is checked on the row, not in SQL: a filter on
+    ``principal_scope`` can make the planner scan that principal's index instead."""
     connection = connections[alias]
     quote = connection.ops.quote_name
     sql = (
@@ -145,8 +136,7 @@ def owned(row: Any, connection: Any, principal_scope: str | None) -> Task | None
 def locked_task(
     task_id: str, principal_scope: str | None = None, using: str = "default"
 ) -> Task | None:
-    """The task, its row locked until the transaction ends (inside ``atomic()``);
-    ``principal_scope``: only if that principal owns it."""
+    """The task, row locked for the transaction (``principal_scope``: if it owns it)."""
     connection = connections[using]
     with _cursor(connection) as cursor:
         cursor.execute(_task_sql(using, True), [task_id])
@@ -180,8 +170,7 @@ class WaitingQuestion:
 
 @functools.lru_cache(maxsize=8)
 def _waiting_questions_sql(alias: str) -> str:
-    """The client's pending questions of one task, in the order they were asked, as one
-    JSON array of ``[key, method, params]`` (one row whatever their number)."""
+    """A task's pending client questions in order, as one JSON array of triples."""
     quote = connections[alias].ops.quote_name
 
     def column(name: str) -> str:
@@ -196,8 +185,7 @@ def _waiting_questions_sql(alias: str) -> str:
 
 
 async def awaiting_questions(database: LoopDatabase, task_id: str) -> list[WaitingQuestion]:
-    """The task's questions that wait for the client, read from the event loop (what
-    :func:`~mcp_tasks.tasks.state.questions.outstanding_requests` reads through the ORM)."""
+    """:func:`~mcp_tasks.tasks.state.questions.outstanding_requests`, from the event loop."""
     params = [task_id, InputRequestStatus.PENDING.value, Audience.CLIENT.value]
     _, (found,) = await database.fetch_one(_waiting_questions_sql(database.alias), params)
     triples = json.loads(found) if isinstance(found, str | bytes) else found
@@ -242,8 +230,7 @@ def update_sql(alias: str, changed: tuple[str, ...], conditions: tuple[str, ...]
 def update_task(
     task_id: str, when: dict[str, Any], changes: dict[str, Any], using: str = "default"
 ) -> bool:
-    """Apply ``changes`` to the task row if every field in ``when`` has its value there
-    (``<field>__null_or``: the value, or NULL); True when the row changed."""
+    """Apply ``changes`` to the row if it matches ``when`` (:data:`NULL_OR`); True if changed."""
     connection = connections[using]
     params = update_params(connection, task_id, when, changes)
     with _cursor(connection) as cursor:
@@ -266,8 +253,7 @@ def update_params(
 
 @functools.lru_cache(maxsize=64)
 def _claim_sql(alias: str, changed: tuple[str, ...], conditions: tuple[str, ...]) -> str:
-    """PostgreSQL: the conditional UPDATE and the read of the task with its snapshot, in
-    one statement."""
+    """PostgreSQL: the conditional UPDATE and the read of task and snapshot, in one statement."""
     connection = connections[alias]
     quote = connection.ops.quote_name
     returning = ", ".join(quote(str(field.column)) for field in TASK_COLUMNS.fields)
@@ -284,8 +270,7 @@ def _claim_sql(alias: str, changed: tuple[str, ...], conditions: tuple[str, ...]
 def claim_task(
     task_id: str, when: dict[str, Any], changes: dict[str, Any], using: str = "default"
 ) -> Task | None:
-    """:func:`update_task`, then the changed task with its snapshot (None when the
-    condition did not hold): one statement on PostgreSQL."""
+    """:func:`update_task`, then the task and snapshot (None: no match); one query on PostgreSQL."""
     connection = connections[using]
     if connection.vendor != "postgresql":
         if not update_task(task_id, when, changes, using):
@@ -330,8 +315,7 @@ def _insert_sql(alias: str, model: type[Model]) -> str:
     return f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(columns)}) VALUES ({values})"
 
 
-#: Limits on a new task: ``(column, value, limit)``, e.g. at most 1000 active tasks whose
-#: ``principal_scope`` is ``user:7``.
+#: Limits on a new task: ``(column, value, limit)``, e.g. ``("principal_scope", "user:7", 1000)``.
 Quotas = Sequence[tuple[str, Any, int]]
 #: The active statuses as SQL literals (fixed names): a parameter would keep the planner
 #: from proving that the partial index of active tasks applies.
@@ -339,8 +323,7 @@ _ACTIVE_SQL = ", ".join(f"'{status.value}'" for status in ACTIVE_STATUSES)
 
 
 def _active_count_sql(connection: BaseDatabaseWrapper, column: str) -> str:
-    """The active tasks (at most a limit) whose ``column`` has a value: params ``value,
-    limit``. Served by the partial indexes of active tasks."""
+    """Count (up to ``limit``) active tasks with ``column`` = ``value``; partial-indexed."""
     quote = connection.ops.quote_name
     return (
         f"SELECT COUNT(*) FROM (SELECT 1 FROM {quote(Task._meta.db_table)} "
@@ -366,9 +349,7 @@ def _typed_select(alias: str, model: type[Model]) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _insert_task_sql(alias: str, limited_by: tuple[str, ...] = ()) -> str:
-    """PostgreSQL: the task and its snapshot in one statement (atomic on its own); with
-    ``limited_by`` columns, inserted only while each is under its quota (the statement's
-    row count is then 0)."""
+    """PostgreSQL: task and snapshot in one statement; ``limited_by``: only under those quotas."""
     connection = connections[alias]
     quote = connection.ops.quote_name
     if not limited_by:
@@ -402,11 +383,8 @@ def exceeded_quota(quotas: Quotas, using: str = "default") -> tuple[str, Any, in
 def insert_task(
     task: Task, snapshot: TaskSnapshot, using: str = "default", quotas: Quotas = ()
 ) -> bool:
-    """INSERT a new task and its snapshot together (one statement on PostgreSQL, a
-    transaction of two elsewhere), unless a quota has no room left: then nothing is
-    written and it returns False. On PostgreSQL the count and the insert are one
-    statement, not serialised: calls of one principal at the same moment can each see the
-    last free place."""
+    """INSERT a task and its snapshot together; False, writing nothing, when a quota is full
+    (on PostgreSQL not serialised: concurrent calls may each take the last free place)."""
     connection = connections[using]
     if connection.vendor != "postgresql":
         with transaction.atomic(using=using):
@@ -437,8 +415,7 @@ async def ainsert_task(
     try:
         count, _ = await database.fetch_one(sql, params)
     except psycopg.errors.UniqueViolation:
-        # Sent again after the connection broke, the first one had committed: the id is
-        # random (32 bytes), so a row with it is this one.
+        # Resent after a broken connection, the first had committed (the id is random).
         _, row = await database.fetch_one(_task_sql(database.alias, False), [task.id])
         if row is None:
             raise

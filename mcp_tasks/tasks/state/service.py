@@ -1,28 +1,20 @@
 """The task service: the one place that changes task state, by domain.
 
-- :mod:`.lifecycle`: a task's creation (under its quotas), reads for its owner, the
-  transitions of the worker running it (claim, progress, retry) and its cancel;
-- :mod:`.questions`: its questions, the one answer path (:func:`.questions.answer`, which
-  records through :func:`.questions.store_answer`, as an approval's last decision does),
-  their time-outs; :mod:`.loop_questions`: a new question and a client's answer in one
-  statement each from the event loop (PostgreSQL), when nothing else is under way;
-- :mod:`.approvals`: the decisions on an approval;
-- :mod:`.changes`: what every transition shares, and the ones that end a task;
-- :mod:`.recovery`: lost workers and jobs, queues no worker serves, expired rows;
-- with the SQL of :mod:`.rows` and :mod:`.loop_database` (the statements of the task path).
+- :mod:`.lifecycle`: creation (under quotas), reads, the worker's transitions, cancel;
+- :mod:`.questions`: questions, the one answer path (:func:`.questions.answer`), time-outs;
+  :mod:`.loop_questions`: their common case in one statement from the event loop;
+- :mod:`.approvals`: decisions on an approval;
+- :mod:`.changes`: what transitions share, and the ones that end a task;
+- :mod:`.recovery`: lost workers and jobs, unserved queues, expired rows;
+- the SQL of :mod:`.rows` and :mod:`.loop_database`.
 
-The rule: only these modules write task rows (the wire handlers, the worker and the admin
-call them), and what a transition tells others leaves after its commit through
-:mod:`.outbox` alone. A transition that another party may race — a cancel, an answer, a question, a
-task ended by anyone but the worker running it, a re-queue — runs under the task's row lock
-(:func:`.changes.locked`). The worker's own steps of the job it runs (its claim, its
-progress, its result) are single conditional updates instead (``WHERE status = 'working'``,
-and for a claim the run number): they change nothing once someone else ended or moved the
-task. Terminal states (completed, failed, cancelled) never change. Functions are
-synchronous (ORM) unless named ``a…``; async callers wrap the others with
-:func:`mcp_tasks.core.db.db`. Each change is published after its transaction commits, and sent
-as a Django signal (:mod:`mcp_tasks.signals`).
-"""
+Only these modules write task rows, and news leaves after commit through :mod:`.outbox`
+alone. A transition another party may race (cancel, answer, question, an end not by the
+worker, a re-queue) runs under the row lock (:func:`.changes.locked`); the worker's own
+steps (claim, progress, result) are conditional updates (``WHERE status = 'working'``, a
+claim also on its run) that change nothing once the task moved on. Terminal states never
+change. Functions are sync (ORM) unless named ``a…`` (async callers use
+:func:`mcp_tasks.core.db.db`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""The ``ContextBackend`` of a tool that runs as a background task (:class:`TaskBackend`):
-its progress, logs and questions go through the task service, and a question waits a short
-hold for its answer without holding a worker slot. The job's control flow
-(:class:`TaskSuspended`, :class:`QuestionFailed`) and its writes that outlast a database
-restart (:func:`durable`) are here too."""
+"""The ``ContextBackend`` of a tool run as a task (:class:`TaskBackend`): progress, logs and
+questions go through the task service; a question waits a short hold with no slot held.
+Also the job's control flow (:class:`TaskSuspended`, :class:`QuestionFailed`) and
+:func:`durable`."""
 
 from __future__ import annotations
 
@@ -35,28 +34,21 @@ R = TypeVar("R")
 
 
 class TaskSuspended(BaseException):
-    """The tool waits for an answer that did not come within the hold window: the job
-    ends, the task stays ``input_required`` and resumes on a new job when answered."""
+    """No answer within the hold window: the job ends; a new job resumes once answered."""
 
 
 class QuestionFailed(BaseException):
-    """A question could not be stored, or its answer read back (the database refused): the
-    task fails with the reason rather than let the tool go on as if it had been dismissed.
-    A ``BaseException``, so that no ``except Exception`` in the tool swallows it."""
+    """A question or its answer could not be stored or read: the task fails rather than let
+    the tool go on as if dismissed (a ``BaseException``: the tool cannot swallow it)."""
 
 
 def patience() -> float:
-    """Seconds a job keeps trying its task's own writes (its claim, progress, questions,
-    the result or failure) while the database cannot be reached (restarting, its primary
-    being replaced): as long as the task may go without a heartbeat (``TASK_LOST_AFTER``),
-    past which the housekeeping counts it lost anyway."""
+    """Seconds a job retries its writes while the database is down: ``TASK_LOST_AFTER``."""
     return float(get_config().TASK_LOST_AFTER)
 
 
 def durable(fn: Callable[P, R], what: str) -> Callable[P, Awaitable[R]]:
-    """:func:`~mcp_tasks.core.db.db` of ``fn``, tried again while the database cannot be
-    reached, for up to :func:`patience` seconds. For the task service's writes that are
-    safe to send twice."""
+    """:func:`~mcp_tasks.core.db.db` of ``fn``, retried for :func:`patience` (idempotent writes)."""
     call = db(fn)
 
     async def run(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -82,8 +74,7 @@ class TaskBackend:
         return self.watch.ended
 
     def _check_running(self) -> None:
-        """Cooperative cancel: a sync tool (which no ``CancelledError`` can reach) stops at
-        its next ``Context`` call once its task has ended."""
+        """Cooperative cancel: a sync tool stops at its next ``Context`` call."""
         if self.watch.ended:
             raise asyncio.CancelledError()
 
@@ -116,7 +107,7 @@ class TaskBackend:
         await self._send_event(kind="log", level=level, data=data, logger=logger_name)
 
     async def _send_event(self, **event: Any) -> None:
-        """To the creating session's GET stream, which words it
+        """To the creating session's GET stream
         (:func:`mcp_tasks.protocol.notices.task_event_notification`)."""
         layer = get_channel_layer(get_config().CHANNEL_LAYER)
         if layer is not None:
@@ -126,8 +117,7 @@ class TaskBackend:
             )
 
     async def ask(self, questions: list[Question]) -> list[dict[str, Any]]:
-        """Record the questions (or find them when replaying), announce them, and wait a
-        short hold window for the answers; past it, the job ends (``TaskSuspended``)."""
+        """Record or replay, announce, and hold briefly for the answers (then TaskSuspended)."""
         if trace_hook.tracer is None:
             return await self._ask(questions)
         attributes = {
@@ -165,8 +155,8 @@ class TaskBackend:
         except (service.ReplayMismatch, service.TaskEnded):
             raise
         except Exception as exc:
-            # Never an answer the user did not give: a tool told "cancelled" here would go
-            # on and end with a wrong result that looks right.
+            # Never an answer the user did not give: a tool told "cancelled" would go on to a
+            # wrong result that looks right.
             failure = "question could not be recorded"
             raise self._failed("record the questions", failure, exc) from exc
         keys: list[str | None] = [row.key for row in rows]
@@ -204,8 +194,7 @@ class TaskBackend:
         ]
 
     async def approval(self, tool: ToolSpec) -> Any:
-        """The operator's decision on this task (``tool.approval``): recorded and waited
-        for (a short hold, then the job ends) the first time, read back on later runs."""
+        """The operators' decision (``tool.approval``): asked and held once, later read back."""
         self._check_running()
         approval = tool.approval
         assert approval is not None
@@ -242,8 +231,7 @@ class TaskBackend:
         return await durable(service.answers_of, "a task's answers")(self.task.id, keys)
 
     def _woken_with(self, keys: list[str | None], answers: list[Any]) -> list[Any] | None:
-        """Every missing answer, as the wake-up brought them (committed before it was
-        sent); None when one is missing there too (then they are read back)."""
+        """The answers with the missing ones from the wake-up; None if it lacks one."""
         brought = self.watch.answers
         if not all(
             key in brought
@@ -262,8 +250,7 @@ class TaskBackend:
         raise ToolError(f"{method} failed: {why}")
 
     async def _hold(self, keys: list[str | None], answers: list[Any]) -> list[Any]:
-        """Wait up to ``INPUT_HOLD_WINDOW`` for every answer (woken by the runtime, not by
-        polling), without holding a slot meanwhile; past it, let the task go."""
+        """Wait up to ``INPUT_HOLD_WINDOW`` for the answers, no slot held; then let the task go."""
         try:
             if trace_hook.tracer is None:
                 return await self._wait(keys, answers)

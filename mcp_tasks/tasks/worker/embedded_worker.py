@@ -1,5 +1,4 @@
-"""Embedded development mode's task workers: threads of the ASGI process that work the
-queues on the in-process fake Redis (:mod:`.embedded`)."""
+"""Embedded mode's task workers: ASGI-process threads on the fake Redis (:mod:`.embedded`)."""
 
 from __future__ import annotations
 
@@ -26,16 +25,13 @@ _workers: list[EmbeddedTaskWorker] = []
 
 
 def start_worker(queues: list[str], count: int = 1) -> list[threading.Thread]:
-    """Start ``count`` worker threads once per process (idempotent); each runs up to
-    ``TASK_CONCURRENCY`` tasks at once. Refuses an in-memory SQLite database."""
+    """Start ``count`` worker threads once per process; refuses an in-memory SQLite database."""
     with _lock:
         if embedded.workers_running():
             return embedded.threads
         refuse_in_memory_database()
-        # The layer is made here, once, before any worker thread asks for it: channels'
-        # layer manager caches it without a lock, so two threads asking at once could each
-        # make one, and a worker listening on one in-process layer would never hear what
-        # is sent on the other (an answer then reached its task only at the heartbeat).
+        # Made once before the threads: channels caches the layer without a lock, and two
+        # in-process layers would not hear each other (answers only at the heartbeat).
         get_channel_layer(get_config().CHANNEL_LAYER)
         for number in range(count):
             conn = embedded.connection()
@@ -59,8 +55,7 @@ def workers() -> list[EmbeddedTaskWorker]:
 
 
 def autostart() -> None:
-    """What a request of the ASGI process does in embedded mode: start the workers for every
-    task queue, unless only tests start them in this process (:func:`.embedded.no_autostart`)."""
+    """Start the workers for every task queue, unless :func:`.embedded.no_autostart`."""
     if embedded.autostarts():
         start_worker(task_queues(), get_config().EMBEDDED_WORKERS)
 
@@ -98,9 +93,7 @@ def _run(worker: Any) -> None:
 
 
 def stop_workers(timeout: float = 30.0) -> None:
-    """Stop the embedded worker threads (a project's tests, or its own shutdown): each stops
-    taking jobs at once, lets its running jobs finish, and ends. The next request starts
-    them again (unless :func:`.embedded.no_autostart`)."""
+    """Stop the worker threads once their jobs end; the next request restarts them."""
     with _lock:
         workers, threads = list(_workers), list(embedded.threads)
         _workers.clear()

@@ -1,6 +1,5 @@
-"""rq's forking worker for task jobs (:class:`ForkingTaskWorker`): a work-horse process per
-job, for tools that must be stoppable by a hard kill; jobs come from the same fair lines and
-the same housekeeping runs as in :class:`.task_worker.TaskWorker`."""
+"""rq's forking worker for task jobs (:class:`ForkingTaskWorker`): one work-horse per job,
+fed from the fair queue, with :class:`.task_worker.TaskWorker`'s housekeeping."""
 
 from __future__ import annotations
 
@@ -31,9 +30,7 @@ logger = logging.getLogger("mcp_tasks.tasks")
 
 
 class ForkingTaskWorker(_FairDequeuing, _Maintaining, Worker):
-    """rq's forking ``Worker``, one job per work-horse process, for tools that must be
-    stoppable by a hard kill (``tasks/cancel`` of a sync tool kills its work-horse). It
-    takes jobs from the fair queue too."""
+    """rq's forking ``Worker``: a sync tool's ``tasks/cancel`` kills its work-horse."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("maintenance_interval", get_config().TASK_MAINTENANCE_INTERVAL)

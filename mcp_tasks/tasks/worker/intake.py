@@ -1,11 +1,6 @@
-"""How a :class:`~mcp_tasks.tasks.worker.TaskWorker` takes jobs and gives back what ended.
-
-Every round trip is one run of the bookkeeping script (:mod:`.rq_bookkeeping`): it forgets
-the task jobs that succeeded since the last one, gives back the concurrency leases of the
-jobs that ended (:mod:`.fair_queue`), and starts the next jobs in the principals' turn. An
-idle worker blocks on its queues' bells. Jobs parked for their concurrency limit get a
-status message that says so.
-"""
+"""How a :class:`~mcp_tasks.tasks.worker.TaskWorker` takes jobs and gives back what ended:
+each round trip is one run of :mod:`.rq_bookkeeping`'s script (forget succeeded jobs, give
+back leases, start the next jobs in the principals' turn)."""
 
 from __future__ import annotations
 
@@ -34,7 +29,7 @@ def _drain(queue: SimpleQueue[Any]) -> list[Any]:
 
 
 def note_parked(job_ids: list[str]) -> None:
-    """The status message of the tasks of jobs parked for their concurrency limit says so."""
+    """Note in their tasks' status that these jobs wait for their concurrency limit."""
     task_ids = [t for t in map(fair_queue.task_id_of_job, job_ids) if t is not None]
     if not task_ids:
         return
@@ -45,8 +40,7 @@ def note_parked(job_ids: list[str]) -> None:
 
 
 class Intake:
-    """A worker's side of its queues. ``forgot`` is told of the succeeded jobs once they
-    are forgotten (or could not be: rq's registry maintenance cleans up what is left)."""
+    """A worker's side of its queues; ``forgot`` hears of succeeded jobs once forgotten."""
 
     def __init__(self, worker: Any, forgot: Callable[[list[Any]], None]) -> None:
         self.worker = worker
@@ -68,8 +62,7 @@ class Intake:
         return bool(config.FAIR_SHARE and config.RESERVED_SLOTS and self.worker.slots.size >= 2)
 
     def room(self) -> Room | None:
-        """How many jobs one principal may run here: all slots but ``RESERVED_SLOTS``, so
-        that the next principal's task starts at once (None: no bound)."""
+        """Jobs one principal may run here: all slots but ``RESERVED_SLOTS`` (None: all)."""
         if not self.reserves_slots():
             return None
         size = self.worker.slots.size
@@ -77,8 +70,7 @@ class Intake:
         return Room(max(1, size - get_config().RESERVED_SLOTS), dict(running))
 
     def take(self, limit: int) -> Taken:
-        """Start up to ``limit`` waiting jobs, from the worker's queues in order (what is
-        left: :class:`Taken`'s ``more`` and ``full`` over all of them)."""
+        """Start up to ``limit`` waiting jobs from the worker's queues in order."""
         self.worker.slots.look()
         taken_all = Taken()
         started = taken_all.started

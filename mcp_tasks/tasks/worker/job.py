@@ -1,11 +1,6 @@
-"""Running one task job: the tool, with its caller's context restored.
-
-:func:`execute` runs one job of a task on the current event loop, inside a
-:class:`~mcp_tasks.tasks.worker.runtime.Runtime` (wake-ups, heartbeat, slots). The concurrent
-:class:`~mcp_tasks.tasks.worker.TaskWorker` runs many at once on one loop;
-:func:`run_task` is the rq entry point for rq's own worker classes (one job at a time,
-e.g. the forking ``ForkingTaskWorker``). Sync tools run in a thread and may use the ORM.
-"""
+"""Running one task job: the tool, with its caller's context restored (:func:`execute`, in
+a :class:`~mcp_tasks.tasks.worker.runtime.Runtime`; :func:`run_task` for rq's own workers).
+Sync tools run in a thread and may use the ORM."""
 
 from __future__ import annotations
 
@@ -54,8 +49,7 @@ def _loop() -> asyncio.AbstractEventLoop:
 
 
 def run_task(task_id: str, run: int | None = None, server: MCPServer | None = None) -> None:
-    """rq entry point (``mcp_tasks.tasks.worker.job.run_task``) for rq's own worker classes:
-    job number ``run`` of the task, on an event loop kept for the thread's life."""
+    """rq entry point for rq's own workers: job ``run`` on the thread's event loop."""
     _loop().run_until_complete(_run_alone(task_id, server or mcp, run))
 
 
@@ -71,8 +65,7 @@ async def _run_alone(task_id: str, server: MCPServer, run: int | None) -> None:
 def _begin(
     task_id: str, worker_name: str, run: int | None, claimed_at: Any = None
 ) -> tuple[Task | None, Any]:
-    """The job starts (:func:`~mcp_tasks.tasks.state.service.begin_run`): the task, and the user
-    it runs for (None when anonymous or gone)."""
+    """:func:`~mcp_tasks.tasks.state.service.begin_run`, and the task's user (or None)."""
     task = service.begin_run(task_id, worker_name, run, claimed_at)
     return task, _user_of(task) if task is not None else None
 
@@ -88,10 +81,8 @@ def _user_of(task: Task) -> Any:
 
 
 async def _begin_job(runtime: Runtime, task_id: str, run: int | None) -> tuple[Task | None, Any]:
-    """:func:`_begin`, from the runtime's event loop when it can (a numbered job on
-    PostgreSQL: the user, if any, is then read in Django's thread). Tried again while the
-    database cannot be reached; each try is the same claim (its time included), so one that
-    went through but whose answer was lost is recognised."""
+    """:func:`_begin`, from the event loop when it can, retried while the database is
+    unreachable; every try is the same claim (its time too), so a lost answer is harmless."""
     database = runtime.database
     claimed_at = timezone.now()
     if database is None or run is None:
@@ -133,9 +124,8 @@ async def execute(
     slot: JobSlot | None = None,
     timeout: float | None = None,
 ) -> None:
-    """Run job number ``run`` of ``task_id`` to its end: a result, an error, or a
-    suspension. ``timeout``: seconds before the task fails as timed out (None: the
-    caller enforces it, e.g. rq's own job timeout)."""
+    """Run job ``run`` of ``task_id`` to a result, error or suspension (``timeout``:
+    seconds before it fails; None: the caller enforces one)."""
     slot = slot or JobSlot(None)
     with runtime.watch(task_id) as watch:
         task, user = await _begin_job(runtime, task_id, run)
@@ -146,11 +136,8 @@ async def execute(
             try:
                 await _run_claimed(task, user, server, runtime, watch, slot, timeout)
             except Exception as exc:
-                # Not the tool's own failure (those end the task in _run_claimed): what the
-                # job needs failed (restoring the caller's context, a write the database
-                # refused). The task ends now, with the reason, rather than when its
-                # heartbeat is found missing (once more only: a database unreachable for
-                # all of patience() is not waited for twice).
+                # The job's machinery failed, not the tool: end the task now with the reason,
+                # not when its heartbeat goes missing (once: patience() is not waited twice).
                 message = f"The task stopped: {type(exc).__name__}: {exc}"[:2000]
                 with contextlib.suppress(Exception):
                     await db(service.fail)(
@@ -168,8 +155,7 @@ async def _run_claimed(
     slot: JobSlot,
     timeout: float | None,
 ) -> None:
-    """The job's task is claimed: restore its caller's context and run the tool to its
-    end (a result, an error, a suspension)."""
+    """Restore the claimed task's caller context and run its tool to its end."""
     fail = durable(service.fail, "a task's failure")
     tool = server.tools.get(task.tool_name)
     if tool is None:
@@ -191,8 +177,7 @@ async def _run_claimed(
     if not tool.access.is_open and not await durable(allowed_now, "a task's permissions")(
         tool.access, access_token, user
     ):
-        # Checked afresh before every job (start and each resume): a revoked permission
-        # or a deactivated user stops the task here.
+        # Checked before every job: a revoked permission or deactivated user stops it here.
         message = (
             f"The task's caller may no longer use tool {task.tool_name!r} "
             "(a permission or scope it requires is missing)"
@@ -255,8 +240,7 @@ async def _run_claimed(
 
 
 def _job_span(task: Task) -> contextlib.AbstractContextManager[object]:
-    """The job's span while tracing (a child of the creating request, whose trace context
-    the task's snapshot keeps), else nothing."""
+    """The job's span while tracing (child of the creating request's), else nothing."""
     tracer = trace_hook.tracer
     if tracer is None:
         return contextlib.nullcontext()
@@ -270,8 +254,7 @@ def _trace_of(task: Task) -> dict[str, str] | None:
 
 
 def _job_attributes(task: Task) -> dict[str, Any]:
-    """A job span's attributes: the task, its tool, the job's number (0: the first run;
-    later: a resume after an answer, or a retry) and the attempt."""
+    """A job span's attributes: task, tool, job number (0: first run), attempt."""
     return {
         "mcp_tasks.task.id": task.id,
         "gen_ai.tool.name": task.tool_name,
@@ -284,8 +267,7 @@ def _job_attributes(task: Task) -> dict[str, Any]:
 async def _traced_tool(
     tracer: trace_hook.Tracer, running: Coroutine[Any, Any, dict[str, Any]], name: str, task_id: str
 ) -> dict[str, Any]:
-    """``running`` (the tool's run) inside its ``execute_tool`` span; a result with
-    ``isError`` marks the span failed."""
+    """The tool's run inside its ``execute_tool`` span (``isError`` marks it failed)."""
     attributes = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": name,
@@ -300,8 +282,7 @@ async def _traced_tool(
 async def _run_approved(
     tool: ToolSpec, backend: TaskBackend, context: Context, retries: Retry
 ) -> dict[str, Any]:
-    """Wait for the operator's decision, then run the tool with the approved arguments (a
-    rejection or no decision in time: an ``isError`` result that says so)."""
+    """Wait for the operators' decision, then run the tool with the approved arguments."""
     decision = await backend.approval(tool)
     if decision == service.EXPIRED:
         return expired_result()
@@ -318,8 +299,7 @@ async def _run_approved(
 async def _retry_or_end(
     runtime: Runtime, tool: ToolSpec, task: Task, retries: Retry, error: Exception
 ) -> None:
-    """The tool failed transiently: queue its next attempt, or end the task as any failure
-    ends it when this was the last one."""
+    """After a transient failure: queue the next attempt, or end the task after the last."""
     why = f"{type(error).__name__}: {error}"
     if task.attempt < retries.attempts:
         delay = (

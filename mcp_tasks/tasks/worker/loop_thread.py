@@ -1,5 +1,4 @@
-"""The event loop a :class:`~mcp_tasks.tasks.worker.TaskWorker` runs its jobs on, in a thread
-of its own, with the task runtime those jobs share (:mod:`.runtime`)."""
+"""A :class:`~mcp_tasks.tasks.worker.TaskWorker`'s event loop thread and :mod:`.runtime`."""
 
 from __future__ import annotations
 
@@ -26,9 +25,8 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 class LoopThread:
-    """An event loop in a daemon thread: async tools interleave on it, sync tools run on its
-    thread pool (``slots.size + 2`` threads: a cancelled sync tool keeps its thread until its
-    next ``Context`` call)."""
+    """An event loop in a daemon thread, with ``slots.size + 2`` tool threads (a cancelled
+    sync tool keeps its thread until its next ``Context`` call)."""
 
     def __init__(self, slots: Slots) -> None:
         self.slots = slots
@@ -67,8 +65,7 @@ class LoopThread:
         return self.submit(coroutine).result(timeout)
 
     def stop(self) -> None:
-        """Stop the runtime, then the loop (each given a few seconds); the tool threads end
-        once their tools have (a cancelled sync tool runs to its next ``Context`` call)."""
+        """Stop the runtime, then the loop (seconds each); the tool threads end with their tools."""
         if self.loop is None or self.runtime is None:
             return
         try:

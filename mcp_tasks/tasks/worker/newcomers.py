@@ -1,14 +1,7 @@
-"""Wake a :class:`~mcp_tasks.tasks.worker.TaskWorker` whose free slots are reserved when
-another principal's job arrives.
-
-A worker keeps ``RESERVED_SLOTS`` of its slots from the principals that run their most on
-it. While only their jobs are ready it waits for one of its own jobs to end, not on its
-queues' bell (which rings while any job is ready). The fair queue publishes on its
-``:newcomer`` channel when a principal joins others in line (:mod:`..queues.fair_queue`);
-this thread listens and nudges the worker's :class:`~.runtime.Slots`, so the newcomer's
-job takes a reserved slot at once rather than at the next job's end. A message lost while
-Redis is unreachable costs only that wait (at most ``FORGET_WITHIN``).
-"""
+"""Wake a :class:`~mcp_tasks.tasks.worker.TaskWorker` whose free slots are reserved (it waits
+for its own jobs to end, not on the bell) when another principal's job arrives: this thread
+hears ``:newcomer`` and nudges :class:`~.runtime.Slots`; a lost message costs at most
+``FORGET_WITHIN``."""
 
 from __future__ import annotations
 
@@ -23,8 +16,7 @@ from .runtime import Slots
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
-#: Longest wait for a message before the listener looks at whether it should stop (a stop
-#: also wakes it at once, through a channel of its own).
+#: Longest wait for a message before the listener checks for a stop.
 STOP_CHECK = 1.0
 #: Longest pause before the listener subscribes again after Redis failed it.
 RETRY_CAP = 2.0
@@ -36,7 +28,7 @@ class NewcomerListener:
     def __init__(self, connection: Any, queue_names: list[str], slots: Slots) -> None:
         self.connection = connection
         self.channels = [fair_queue.newcomer_channel(name) for name in queue_names]
-        #: Published on by :meth:`stop`: the listener stops at once, not after STOP_CHECK.
+        #: :meth:`stop` publishes here: the listener stops at once.
         self.stop_channel = f"{self.channels[0]}:stop:{secrets.token_hex(8)}"
         self.slots = slots
         self._stopped = threading.Event()

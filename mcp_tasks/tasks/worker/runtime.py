@@ -1,23 +1,14 @@
-"""The task runtime of one process: what the jobs running on one event loop share.
+"""The task runtime: what the jobs running on one event loop share.
 
-- **Watches**: each running task has a :class:`TaskWatch`; it ends the tool when the task
-  ends (cancel, timeout) and wakes a tool waiting for an answer.
-- **Wake-ups**: the runtime's name is written on the task rows it runs
-  (``Task.worker_name``). The task service sends ``mcp.task`` messages to that name's
-  channel-layer group (:func:`mcp_tasks.core.groups.worker_group`) when someone else changes a
-  running task: a cancel, an answer, a timed-out question. One group per process, joined
-  once, so starting a task costs no subscription.
-- **Heartbeat**: one query per ``TASK_HEARTBEAT_INTERVAL`` marks every running task alive
-  (each once its job's claim went through) and reads their statuses back, so a lost
-  wake-up is noticed within one interval.
-- **Database calls**: on PostgreSQL, a task worker's runtime sends the jobs' own
-  transitions (a job starting, a result) from its event loop (:attr:`Runtime.database`,
-  :mod:`mcp_tasks.tasks.state.loop_database`); otherwise they go to Django's thread for sync
-  code through :meth:`Runtime.call_db`, which carries the calls of several jobs in one hop
-  (:mod:`mcp_tasks.tasks.queues.coalesce`), as every other database call does.
-- **Slots**: at most ``TASK_CONCURRENCY`` tools run at once (:class:`Slots`); a task that
-  waits for an answer gives its slot back while it waits.
-"""
+- **Watches** (:class:`TaskWatch`): end a tool when its task ends; wake one awaiting an answer.
+- **Wake-ups**: others' changes to a running task go to the channel-layer group of the name
+  on its row (:func:`mcp_tasks.core.groups.worker_group`), joined once per process.
+- **Heartbeat**: one query per ``TASK_HEARTBEAT_INTERVAL`` marks the claimed tasks alive and
+  reads their statuses, so a lost wake-up is noticed within one interval.
+- **Database calls**: from the loop on PostgreSQL (:attr:`Runtime.database`), else batched
+  to Django's thread (:meth:`Runtime.call_db`).
+- **Slots** (:class:`Slots`): at most ``TASK_CONCURRENCY`` tools at once; a task waiting
+  for an answer gives its slot back."""
 
 from __future__ import annotations
 
@@ -56,15 +47,14 @@ class TaskWatch:
         self.changed = asyncio.Event()
         self.tool: asyncio.Future[Any] | None = None
         self.ended = False
-        #: Its job holds the task (its claim went through): only then does the heartbeat
-        #: beat for it, so that a claim sent again finds the row as it left it.
+        #: Its claim went through; only then does the heartbeat beat for it (so that a
+        #: resent claim finds the row as it left it).
         self.claimed = False
         #: Answers that came with a wake-up (question key → the committed answer).
         self.answers: dict[str, Any] = {}
 
     def seen(self, status: str | None, answers: dict[str, Any] | None = None) -> None:
-        """The task's status as last heard (None: the row is gone), and the answers the
-        wake-up carried."""
+        """The task's status as heard (None: row gone), and the answers the wake-up carried."""
         if answers:
             self.answers.update(answers)
         if status is None or status in TERMINAL_STATUSES:
@@ -72,8 +62,7 @@ class TaskWatch:
         self.changed.set()
 
     def end(self) -> None:
-        """The task ended elsewhere: stop the tool at its next ``await`` (sync tools: at
-        their next ``Context`` call)."""
+        """Stop the tool at its next ``await`` (sync tools: ``Context`` call): the task ended."""
         self.ended = True
         if self.tool is not None and not self.tool.done():
             self.tool.cancel()
@@ -81,8 +70,7 @@ class TaskWatch:
 
 
 class Slots:
-    """At most ``size`` tools run at once, counted across the dequeuing thread and the
-    event loop. Tools waiting for a slot again (after an answer) go before new jobs."""
+    """At most ``size`` tools at once, across threads; tools back from an answer go first."""
 
     def __init__(self, size: int) -> None:
         self.size = max(1, size)
@@ -103,14 +91,12 @@ class Slots:
             self._changed = False
 
     def wait_for_release(self, timeout: float) -> bool:
-        """Block (the dequeuing thread) until a slot is given back or :meth:`nudge` is
-        called, at once when either happened since :meth:`look`; False after ``timeout``."""
+        """Block until a slot is freed or :meth:`nudge` (since :meth:`look`); False on timeout."""
         with self._lock:
             return self._lock.wait_for(lambda: self._changed, timeout)
 
     def nudge(self) -> None:
-        """Wake the dequeuing thread from :meth:`wait_for_release` (any thread): a job it
-        may take now arrived."""
+        """Wake :meth:`wait_for_release` from any thread: a job it may take arrived."""
         with self._lock:
             self._changed = True
             self._lock.notify_all()
@@ -211,8 +197,7 @@ class Runtime:
         )
 
     async def call_db(self, fn: Callable[..., R], *args: Any) -> R:
-        """``fn(*args)`` in Django's thread for sync code, in one hop with the calls other
-        jobs of this runtime made meanwhile (see :func:`mcp_tasks.core.db.db`)."""
+        """``fn(*args)`` in Django's thread (:func:`mcp_tasks.core.db.db`), batched."""
         result: R = await self._database_calls((fn, args))
         return result
 
@@ -313,8 +298,7 @@ _runtimes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Runtime] = (
 
 
 def runtime_for_loop(slots: Slots | None = None, *, loop_database: bool = False) -> Runtime:
-    """The runtime of the running event loop (made on first use; ``loop_database``: its
-    jobs' own statements go from the loop, see :attr:`Runtime.database`)."""
+    """The running loop's runtime, made once (``loop_database``: :attr:`Runtime.database`)."""
     loop = asyncio.get_running_loop()
     runtime = _runtimes.get(loop)
     if runtime is None:

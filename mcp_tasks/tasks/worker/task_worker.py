@@ -1,18 +1,12 @@
-"""rq worker classes for task jobs.
+"""rq worker classes for task jobs, all running the housekeeping every
+``TASK_MAINTENANCE_INTERVAL`` seconds.
 
-- :class:`TaskWorker` (the default: ``RQ = {"WORKER_CLASS": "mcp_tasks.tasks.worker.TaskWorker"}``)
-  runs up to ``TASK_CONCURRENCY`` task jobs at once in one long-lived process: async tools
-  interleave on one event loop, sync tools run on a thread pool, and a task waiting for an
-  answer holds no slot. It still dequeues from rq's queue and keeps rq's registries (the
-  started registry shows every running job; django-rq's dashboard shows them).
-- :class:`.forking_worker.ForkingTaskWorker` is rq's forking worker (one job at a time, each in a new
-  process): for tools that must be stoppable by a hard kill. A task whose work-horse dies
-  fails at once with a clear message.
-- :class:`EmbeddedTaskWorker`: a :class:`TaskWorker` that runs in a thread of the ASGI
-  process (embedded development mode).
-
-All of them run the task housekeeping every ``TASK_MAINTENANCE_INTERVAL`` seconds.
-"""
+- :class:`TaskWorker` (``RQ = {"WORKER_CLASS": "mcp_tasks.tasks.worker.TaskWorker"}``): up to
+  ``TASK_CONCURRENCY`` jobs at once in one process, async tools on one event loop, sync ones
+  on a thread pool; a task waiting for an answer holds no slot. rq's registries are kept.
+- :class:`.forking_worker.ForkingTaskWorker`: rq's forking worker, for tools that must be
+  stoppable by a hard kill.
+- :class:`EmbeddedTaskWorker`: a :class:`TaskWorker` in a thread of the ASGI process."""
 
 from __future__ import annotations
 
@@ -57,28 +51,22 @@ logger = logging.getLogger("mcp_tasks.tasks")
 
 ExcInfo = tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
 
-#: Most jobs a :class:`TaskWorker` takes from its queue in one round trip (when that many
-#: wait and as many slots are free); the rest stay for other workers.
+#: Most jobs a :class:`TaskWorker` takes in one round trip; the rest stay for other workers.
 TAKE_AT_ONCE = 8
-#: Seconds a job may have waited in the queue before the worker counts itself behind (and
-#: its next dequeue looks for several jobs at once rather than blocking for one).
+#: Seconds a job may wait queued before the worker counts itself behind (and takes several).
 BEHIND_AFTER = 0.005
-#: Longest pause of a worker whose only jobs ready belong to principals that run their
-#: most on it (``RESERVED_SLOTS``): it waits for a job of its own to end or another
-#: principal's job to come (:mod:`.newcomers`), not on the bell.
+#: Longest pause of a worker whose ready jobs all belong to principals at their most on it
+#: (``RESERVED_SLOTS``): it waits for a job to end or a newcomer (:mod:`.newcomers`).
 FULL_PAUSE = 0.05
-#: Longest blocking dequeue while jobs run: the rq bookkeeping of a job that ended goes out
-#: with the next job's start, or alone within about this many seconds.
+#: Longest blocking dequeue while jobs run: an ended job's bookkeeping waits at most this long.
 FORGET_WITHIN = 0.1
-#: What a Redis that cannot be reached for now raises (restarting, a Sentinel failover
-#: under way; ``READONLY``: a master demoted behind the same address).
+#: What a Redis unreachable for now raises (``READONLY``: a master demoted, same address).
 REDIS_UNREACHABLE = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
     redis.exceptions.ReadOnlyError,
 )
-#: Longest pause between a worker's tries of an unreachable Redis: it takes jobs again at
-#: most this long after Redis is back (rq's own back-off grows to a minute).
+#: Longest pause between tries of an unreachable Redis (rq's own back-off grows to a minute).
 REDIS_RETRY_CAP = 2.0
 
 
@@ -95,8 +83,7 @@ class _Ended:
 
 @dataclass
 class _Running:
-    """A job this worker runs, and the future of its run on the event loop (set just after
-    it is scheduled: the run may even end before that)."""
+    """A job this worker runs, and its run's future (set after scheduling; may end first)."""
 
     job: Any
     future: Future[None] | None = None
@@ -111,9 +98,7 @@ def task_job_args(job: Any) -> tuple[str | None, int | None]:
 
 
 def maintain() -> dict[str, int]:
-    """Housekeeping: fail tasks whose worker died, re-queue lost jobs, time out questions,
-    delete expired tasks and idle sessions, mail the questions' digest. Safe to run from
-    several processes."""
+    """Housekeeping (lost workers/jobs, time-outs, expiry, mail); safe from several processes."""
     close_old_connections()
     return {
         "stalled_tasks": service.recover_stalled(),
@@ -126,8 +111,7 @@ def maintain() -> dict[str, int]:
 
 
 class _Maintaining:
-    """Task housekeeping on rq's maintenance schedule, and an idle worker that wakes up
-    for it (rq alone would block on the queue for minutes)."""
+    """Task housekeeping on rq's schedule; idle workers wake for it (rq alone blocks minutes)."""
 
     maintenance_interval: int
 
@@ -147,9 +131,8 @@ class _Maintaining:
         except Exception:
             logger.exception("task maintenance failed")
 
-    # rq's work loop quits on a Redis error raised outside its dequeue ("found an unhandled
-    # exception, quitting"): a Redis restarting or failing over would stop every worker.
-    # These calls go on instead; the dequeue loop waits for Redis (_FairDequeuing).
+    # rq's work loop quits on a Redis error outside its dequeue: a Redis failover would stop
+    # every worker. These calls go on; the dequeue loop waits for Redis (_FairDequeuing).
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         try:
@@ -169,14 +152,11 @@ def _unreachable(worker: Any, what: str, error: BaseException) -> None:
 
 
 class _FairDequeuing:
-    """rq's dequeue loop (heartbeats, maintenance, Redis errors retried with back-off,
-    ``max_idle_time``; no ``timeout``: one look, as in burst mode) over the fair queue
-    (:mod:`.fair_queue`): the worker waits on its queues' bells (at once when jobs are
-    ready), then :meth:`_take_one` takes the next job."""
+    """rq's dequeue loop (heartbeats, maintenance, Redis back-off, ``max_idle_time``) over
+    :mod:`.fair_queue`: wait on the bells, then :meth:`_take_one` (``timeout`` None: once)."""
 
     def serialize(self) -> dict[str, Any]:
-        """rq's registration of the worker, marked as one that takes task jobs: only such
-        workers count as serving a queue (:func:`.queue.queue_workers`)."""
+        """rq's registration, marked as a task worker (:func:`.queue.queue_workers`)."""
         return {**super().serialize(), TASK_WORKER_FIELD: "1"}  # type: ignore[misc]
 
     def _take_one(self) -> tuple[Any, Taken | fair_queue.TakenOne]:
@@ -184,8 +164,7 @@ class _FairDequeuing:
         raise NotImplementedError
 
     def _pause(self, limit: float) -> None:
-        """The only jobs ready belong to principals that run their most here: wait (at most
-        ``limit`` seconds) for a job of this worker to end, not on the bell."""
+        """Only principals at their most here have jobs: wait up to ``limit`` s for a job to end."""
         time.sleep(min(limit, FULL_PAUSE))
 
     def _dequeue_fairly(self, timeout: float | None, max_idle_time: float | None) -> Any:
@@ -213,8 +192,8 @@ class _FairDequeuing:
                 found, rest = self._take_one()
                 if found or timeout is None:
                     return found
-                # The jobs looked at were parked for their limit: look again at once. Only
-                # principals at their most here wait: give the bell to other workers.
+                # Parked for their limit: look again at once. Only principals at their most
+                # here wait: leave the bell to other workers.
                 look_first = rest.more
                 if rest.full:
                     self._pause(limit)
@@ -236,11 +215,8 @@ class _FairDequeuing:
 
 
 class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
-    """Runs many task jobs at once in one process (see the module docstring).
-
-    Shutdown: the first SIGTERM/SIGINT stops dequeuing and waits for the running jobs
-    (warm); a second one cancels them and fails their tasks (cold).
-    """
+    """Runs many task jobs at once in one process. A first SIGTERM/SIGINT waits for the
+    running jobs (warm shutdown); a second cancels them and fails their tasks (cold)."""
 
     #: Seconds between rq heartbeats that are not part of a job's bookkeeping.
     HEARTBEAT_EVERY = 5.0
@@ -254,8 +230,7 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         self._running: dict[str, _Running] = {}  # by job id
         self._taken: list[Started] = []  # the jobs started with the one rq executes next
         self._behind = True  # the last job dequeued had waited (or none yet): more may wait
-        #: The last take found jobs only of principals at their most here: the next one
-        #: waits for a job of this worker to end (or FORGET_WITHIN) instead of asking again.
+        #: The last take found only principals at their most here: wait for a job to end.
         self._full = False
         self.intake = Intake(self, self._forgot)
         #: Wakes the worker for another principal's job (when it keeps reserved slots).
@@ -300,9 +275,7 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
     def dequeue_job_and_maintain_ttl(
         self, timeout: int | None, max_idle_time: int | None = None
     ) -> Any:
-        # Take jobs only when slots are free; keep rq's heartbeats going meanwhile. While the
-        # worker is behind (its last job had waited), several waiting jobs are started in one
-        # round trip; otherwise, and when none wait, the queues' bells are waited on.
+        # Take jobs only into free slots, beating meanwhile; while behind, several at once.
         self._interruptible = True
         try:
             while not self.slots.wait_available(timeout=1.0):
@@ -339,10 +312,8 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         self.intake.settle()
 
     def _wait_for_job(self, timeout: int | None, max_idle_time: int | None) -> list[Started]:
-        """Wait for a job. While jobs run, it waits :data:`FORGET_WITHIN` at a time, and
-        what ended meanwhile is settled with the next job's start, else after such a wait;
-        once none runs, it is settled and the full wait follows (a worker running jobs is
-        not idle: ``max_idle_time`` counts from then)."""
+        """Wait for a job, :data:`FORGET_WITHIN` at a time while jobs run (settling what
+        ended), then fully (``max_idle_time`` counts from when none runs)."""
         while self._running and timeout is not None and not self._stop_requested:
             started = self._dequeue(timeout, FORGET_WITHIN)
             if started:
@@ -364,8 +335,8 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         self.slots.wait_for_release(limit)
 
     def execute_job(self, job: Any, queue: Any) -> None:
-        """Run the job (and those started with it) on the event loop and return at once
-        (the next dequeue follows). rq counts them as one (``--max-jobs``)."""
+        """Start the job (and those taken with it) on the event loop and return at once;
+        rq counts them as one (``--max-jobs``)."""
         started, self._taken = self._taken, []
         if not started or started[0].job is not job:  # not dequeued here: start it now
             started = self.intake.start(queue, job.id)
@@ -422,8 +393,7 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
             self._running.pop(ended.job.id, None)
 
     def _forgot(self, forgotten: list[_Ended]) -> None:
-        """Done with these jobs, forgotten or not (Redis unreachable: rq's registry
-        maintenance cleans up what is left)."""
+        """Done with these jobs, forgotten or not (rq's maintenance cleans up the rest)."""
         for ended in forgotten:
             self.executions.pop(ended.execution.id, None)
 
@@ -469,8 +439,7 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
                 logger.warning("rq heartbeat of job %s failed", job.id, exc_info=True)
 
     def handle_payload(self, message: Any) -> None:
-        """rq's worker commands; ``stop-job``/``stop-execution`` (django-rq's dashboard, or a
-        task cancel) cancel that task."""
+        """rq's worker commands; ``stop-job``/``stop-execution`` cancel that task."""
         payload = parse_payload(message)
         if payload.get("command") in ("stop-job", "stop-execution"):
             entry = self._running.get(str(payload.get("job_id")))
