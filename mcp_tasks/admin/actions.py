@@ -48,7 +48,9 @@ def _retry_one(request: HttpRequest, task_id: str) -> Task | None:
     return None
 
 
-def retry_view(model_admin: admin.ModelAdmin[Task], request: HttpRequest, object_id: str) -> Any:
+def retry_view(
+    model_admin: admin.ModelAdmin[Task], request: HttpRequest, object_id: str
+) -> HttpResponse:
     """POST only: retry the task and show the new one."""
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])

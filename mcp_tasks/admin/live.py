@@ -18,6 +18,7 @@ from ..conf import get_config
 from ..core.db import db
 from ..core.groups import ADMIN, task_shard_group
 from . import watchers
+from .model_admins import sees_tasks
 
 logger = logging.getLogger("mcp_tasks.admin")
 
@@ -26,16 +27,13 @@ logger = logging.getLogger("mcp_tasks.admin")
 REFUSED = 4403
 #: The most tasks one page may watch.
 MAX_WATCHED = 200
-_SEE_TASKS = ("view_task", "change_task", "answer_inputrequest", "view_inputrequest")
 
 
 def may_watch(user: Any) -> bool:
     """An active staff user who may see tasks or their questions."""
     if user is None or not getattr(user, "is_authenticated", False):
         return False
-    if not (user.is_active and user.is_staff):
-        return False
-    return any(user.has_perm(f"mcp_tasks.{perm}") for perm in _SEE_TASKS)
+    return bool(user.is_active and user.is_staff and sees_tasks(user))
 
 
 class AdminLiveConsumer(AsyncJsonWebsocketConsumer):

@@ -83,10 +83,10 @@ def answerer(question: InputRequest) -> str:
     return question.answered_by or "—"
 
 
-def sees_tasks(request: HttpRequest) -> bool:
+def sees_tasks(user: Any) -> bool:
     """Staff allowed to look at tasks and their questions."""
     perms = ("view_task", "change_task", "answer_inputrequest", "view_inputrequest")
-    return any(request.user.has_perm(f"mcp_tasks.{perm}") for perm in perms)
+    return any(user.has_perm(f"mcp_tasks.{perm}") for perm in perms)
 
 
 class ReadOnly:
@@ -102,7 +102,7 @@ class ReadOnly:
         return False
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return sees_tasks(request)
+        return sees_tasks(request.user)
 
 
 class QuestionColumns:
@@ -243,8 +243,7 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
         return admin_dashboard.dashboard_view(self, request, {"mcp_live": live_context()})
 
     def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        response: HttpResponse = admin_actions.retry_view(self, request, object_id)
-        return response
+        return admin_actions.retry_view(self, request, object_id)
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

@@ -73,13 +73,11 @@ def _authenticated(user: Any) -> bool:
 
 def allowed_now(access: Access, token: AccessToken | None, user: Any) -> bool:
     """Synchronous, uncached check (may query the database: call it from a thread)."""
-    if access.is_open:
-        return True
     if missing_scopes(access, token, user):
         return False
-    if not access.permissions:
-        return True
-    return _authenticated(user) and bool(user.has_perms(access.permissions))
+    return not access.permissions or (
+        _authenticated(user) and bool(user.has_perms(access.permissions))
+    )
 
 
 _cache: dict[tuple[Any, tuple[str, ...]], tuple[float, bool]] = {}
@@ -112,13 +110,9 @@ def clear_cache() -> None:
 
 async def allowed(access: Access, principal: Principal) -> bool:
     """May ``principal`` use an item requiring ``access``? (Request path; cached briefly.)"""
-    if access.is_open:
-        return True
     if missing_scopes(access, principal.access_token, principal.user):
         return False
-    if not access.permissions:
-        return True
-    return await _has_perms(principal.user, access.permissions)
+    return not access.permissions or await _has_perms(principal.user, access.permissions)
 
 
 async def listed(access: Access, principal: Principal) -> bool:

@@ -11,6 +11,8 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from ..core import is_count
+
 #: The permission a staff question needs by default (the one that answers client questions).
 DEFAULT_PERMISSION = "mcp_tasks.answer_inputrequest"
 #: The ``statusMessage`` a client sees while staff decide.
@@ -67,11 +69,7 @@ class Approval:
                 f"e.g. ({self.editable!r},)"
             )
         object.__setattr__(self, "editable", tuple(self.editable))
-        if (
-            not isinstance(self.approvers, int)
-            or isinstance(self.approvers, bool)
-            or self.approvers < 1
-        ):
+        if not is_count(self.approvers):
             raise ImproperlyConfigured(
                 f"Approval(approvers={self.approvers!r}): use an int >= 1 (2: four eyes)"
             )

@@ -11,6 +11,7 @@ import functools
 import sys
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -18,6 +19,7 @@ import typing_extensions
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 _PRIMITIVES = {"string", "number", "integer", "boolean"}
 
@@ -160,40 +162,33 @@ class ElicitationSpec:
         return AcceptedElicitation(data=data)
 
 
-def _cache_key(response_type: Any) -> tuple[Any, str] | None:
-    """A type with its ``repr``: typing's equality ignores order (``Literal["b", "a"] ==
-    Literal["a", "b"]``), the schema does not. None: unhashable."""
-    try:
-        hash(response_type)
-    except TypeError:
-        return None
-    return (response_type, repr(response_type))
+def _per_type(build: Callable[[Any], R]) -> Callable[[Any], R]:
+    """``build(response_type)``, kept for the next call with the same type (building costs
+    far more than using what was built). Keyed by the type with its ``repr``: typing's
+    equality ignores order (``Literal["b", "a"] == Literal["a", "b"]``), the schema does
+    not. An unhashable type is built each time."""
+    cached = functools.lru_cache(maxsize=256)(lambda key: build(key[0]))
+
+    def built(response_type: Any) -> R:
+        try:
+            hash(response_type)
+        except TypeError:
+            return build(response_type)
+        return cached((response_type, repr(response_type)))
+
+    return built
 
 
-def _adapter(response_type: Any) -> TypeAdapter[Any]:
-    """A pydantic ``TypeAdapter`` for ``response_type``, built once per type (building one
-    costs far more than validating with it)."""
-    key = _cache_key(response_type)
-    return TypeAdapter(response_type) if key is None else _cached_adapter(key)
-
-
-@functools.lru_cache(maxsize=256)
-def _cached_adapter(key: tuple[Any, str]) -> TypeAdapter[Any]:
-    return TypeAdapter(key[0])
+#: A pydantic ``TypeAdapter`` for a response type, built once per type.
+_adapter: Callable[[Any], TypeAdapter[Any]] = _per_type(TypeAdapter)
 
 
 def elicitation_spec(response_type: Any) -> ElicitationSpec:
     """Build the ``requestedSchema`` for ``response_type`` (see the module docstring).
 
     Built once per response type; each call gets its own copy of the schema."""
-    key = _cache_key(response_type)
-    spec = _build_spec(response_type) if key is None else _cached_spec(key)
+    spec = _spec(response_type)
     return dataclasses.replace(spec, requested_schema=copy.deepcopy(spec.requested_schema))
-
-
-@functools.lru_cache(maxsize=256)
-def _cached_spec(key: tuple[Any, str]) -> ElicitationSpec:
-    return _build_spec(key[0])
 
 
 def _build_spec(response_type: Any) -> ElicitationSpec:
@@ -214,6 +209,9 @@ def _build_spec(response_type: Any) -> ElicitationSpec:
         "bool, an Enum, a Literal, a list of Enum/Literal, a pydantic model, a dataclass or a "
         "TypedDict"
     )
+
+
+_spec = _per_type(_build_spec)
 
 
 def raw_form_spec(requested_schema: dict[str, Any]) -> ElicitationSpec:

@@ -22,6 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 
 from ..auth.permissions import OPEN, Access
+from ..core import is_count
 from ..core.jsonrpc import wire_dict
 from .approval import Approval
 from .context import Context
@@ -74,11 +75,7 @@ class TaskConfig:
             raise ImproperlyConfigured(
                 f"TaskConfig(mode={self.mode!r}): use 'forbidden', 'optional' or 'required'"
             )
-        if self.concurrency is not None and (
-            not isinstance(self.concurrency, int)
-            or isinstance(self.concurrency, bool)
-            or self.concurrency < 1
-        ):
+        if self.concurrency is not None and not is_count(self.concurrency):
             raise ImproperlyConfigured(
                 f"TaskConfig(concurrency={self.concurrency!r}): use an int >= 1, or None"
             )

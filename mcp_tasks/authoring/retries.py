@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
 
+from ..core import is_count
+
 
 class RetryTask(Exception):  # noqa: N818 - an instruction, like Django's Http404
     """Raised by a task's tool: run the task again after ``delay`` seconds (None: the
@@ -35,9 +37,7 @@ class Retry:
     on: tuple[type[BaseException], ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.attempts, int) or isinstance(self.attempts, bool):
-            raise ImproperlyConfigured(f"Retry(attempts={self.attempts!r}): use an int >= 1")
-        if self.attempts < 1:
+        if not is_count(self.attempts):
             raise ImproperlyConfigured(f"Retry(attempts={self.attempts!r}): use an int >= 1")
         for name in ("delay", "max_delay"):
             value = getattr(self, name)

@@ -17,7 +17,7 @@ register = template.Library()
 def mcp_waiting_questions(context: template.Context) -> dict[str, Any]:
     request = context.get("request")
     user = getattr(request, "user", None)
-    if request is None or not getattr(user, "is_staff", False) or not sees_tasks(request):
+    if request is None or not getattr(user, "is_staff", False) or not sees_tasks(user):
         return {"show": False}
     count = InputRequest.objects.filter(status=InputRequestStatus.PENDING).count()
     return {"show": True, "count": count}
