@@ -427,6 +427,10 @@ def test_times_read_from_the_event_loop_are_right_whatever_the_servers_time_zone
     assert {field: getattr(read, field) for field in TIMES} == {
         field: getattr(task, field) for field in TIMES
     }
+    # Labelled as Django labels them (its loader's zone; psycopg's own loader in a UTC session).
+    assert {getattr(read, field).tzinfo for field in TIMES if getattr(read, field)} == {
+        connection.timezone
+    }
 
 
 @postgres_only

@@ -12,6 +12,7 @@ import functools
 import logging
 import weakref
 from collections.abc import Sequence
+from datetime import UTC
 from typing import Any
 
 from django.db import connections
@@ -132,6 +133,7 @@ class LoopDatabase:
             if self._connection is not None and not self._connection.closed:
                 return self._connection, False
             import psycopg
+            from psycopg.types.datetime import TimestamptzLoader
 
             params = dict(self.wrapper.get_connection_params())
             params.pop("cursor_factory", None)  # Django's are synchronous
@@ -146,6 +148,13 @@ class LoopDatabase:
             zone = self.wrapper.timezone_name
             if zone and connection.info.parameter_status("TimeZone") != zone:
                 await connection.execute(self.wrapper.ops.set_time_zone_sql(), [zone])
+            if (
+                self.wrapper.timezone is UTC
+                and connection.info.parameter_status("TimeZone") == "UTC"
+            ):
+                # Django's loader (Python) relabels psycopg's times with UTC; psycopg's own
+                # (C) already gives exactly those in a UTC session, without the Python.
+                connection.adapters.register_loader("timestamptz", TimestamptzLoader)
             self._connection = connection
             return connection, True
 
