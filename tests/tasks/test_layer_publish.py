@@ -118,3 +118,6 @@ def test_a_loop_made_for_one_call_keeps_no_client(pubsub_layer: str) -> None:
 
     assert asyncio.run(scenario()) == message
     assert kept == [False]
+    # async_to_sync copies the call's context back to its caller: nothing of it stays.
+    async_to_sync(layer_publish.one_off(send))()
+    assert layer_publish._coalescing.get()

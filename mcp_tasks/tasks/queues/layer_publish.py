@@ -97,8 +97,12 @@ def one_off(send: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
 
     @functools.wraps(send)
     async def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        _coalescing.set(False)  # in this call's context only
-        return await send(*args, **kwargs)
+        # Reset after: async_to_sync copies the coroutine's context back to its caller's.
+        token = _coalescing.set(False)
+        try:
+            return await send(*args, **kwargs)
+        finally:
+            _coalescing.reset(token)
 
     return run
 
