@@ -14,9 +14,10 @@
   latency, requests, Redis commands and CPU per task, side by side. The window's wait is
   the same watch ``tasks/get`` uses; it should add no Redis command and no worker CPU;
 - ``questions``: where a question round trip's time goes (``bench_ask``: call →
-  ``input_required`` → ``tasks/update`` → result), phase by phase, from the client's clock
-  and the timestamps the task's rows keep (created, claimed, question recorded, answered,
-  finished; one machine, one clock). PostgreSQL only.
+  ``input_required`` → ``tasks/update`` → result), and a trivial task's (the task p50 of
+  ``compare``), phase by phase, from the client's clock and the timestamps the task's rows
+  keep (created, claimed, question recorded, answered, finished; one machine, one clock).
+  PostgreSQL only.
 """
 
 from __future__ import annotations
@@ -279,31 +280,65 @@ PHASES = (
     ("finished → the client saw the result", "finished", "finished_seen"),
     ("total: call → result seen", "called", "finished_seen"),
 )
+#: A trivial task's: its row's INSERT and job's queueing, the worker's take and claim (a
+#: statement), the tool and its result (a statement), the wake-up of the held ``tasks/get``.
+TRIVIAL_PHASES = (
+    ("call → the task row's created_at (request read, dispatched)", "called", "created"),
+    ("created_at → tools/call answered (INSERT, job queued)", "created", "created_seen"),
+    ("created_at → a worker's claim (queued, taken, handed over)", "created", "started"),
+    ("claim → finished_at (the claim's statement, the tool)", "started", "finished"),
+    ("finished_at → the client saw the result (UPDATE, wake-up)", "finished", "finished_seen"),
+    ("total: call → result seen", "called", "finished_seen"),
+)
 
 
 async def run_questions(stack: Stack, sizes: Sizes, database_url: str) -> list[str]:
     client = BenchClient(stack.mcp_url, in_flight=1)
-    timed: list[tuple[str, dict[str, float]]] = []
+    questions: list[tuple[str, dict[str, float]]] = []
+    trivial: list[tuple[str, dict[str, float]]] = []
     try:
         await warm_up(stack, client)
-        for _ in range(sizes.latency):
-            timed.append(await timed_question(client))
+        for n in range(sizes.latency):
+            questions.append(await timed_question(client))
+            trivial.append(await timed_trivial_task(client, n))
     finally:
         await client.aclose()
     stack.check_alive()
-    moments = [
-        seen | await asyncio.to_thread(row_moments, database_url, task_id)
-        for task_id, seen in timed
-    ]
-    rows = []
-    for label, start, end in PHASES:
-        spans = [(seen[end] - seen[start]) * 1000 for seen in moments]
-        rows.append([label, number(percentile(spans, 0.5)), number(percentile(spans, 0.9))])
+    tables = []
+    for title, timed, phases in (
+        ("question round trip (bench_ask)", questions, PHASES),
+        ("trivial task (the task p50 of compare)", trivial, TRIVIAL_PHASES),
+    ):
+        moments = [
+            seen | await asyncio.to_thread(row_moments, database_url, task_id)
+            for task_id, seen in timed
+        ]
+        rows = []
+        for label, start, end in phases:
+            spans = [(seen[end] - seen[start]) * 1000 for seen in moments]
+            rows.append([label, number(percentile(spans, 0.5)), number(percentile(spans, 0.9))])
+        tables += [*render([title, "p50 (ms)", "p90 (ms)"], rows), ""]
     return [
-        *render(["question round trip (bench_ask)", "p50 (ms)", "p90 (ms)"], rows),
-        f"{sizes.latency} sequential round trips on one server and worker; each phase's p50 "
-        "apart (they need not add up to the total's)",
+        *tables,
+        f"{sizes.latency} sequential round trips and trivial tasks, in turn, on one server and "
+        "worker; each phase's p50 apart (they need not add up to the total's)",
     ]
+
+
+async def timed_trivial_task(client: BenchClient, n: int) -> tuple[str, dict[str, float]]:
+    """One trivial task: its id and the client's moments (``time.time()``)."""
+    called = time.time()
+    created = await client.start("trivial_task", {"n": n})
+    created_seen = time.time()
+    task = await client.poll(created, is_completed)
+    finished_seen = time.time()
+    if text_of(task["result"]) != str(n):
+        raise BenchError(f"unexpected trivial_task result {task}")
+    return str(task["taskId"]), {
+        "called": called,
+        "created_seen": created_seen,
+        "finished_seen": finished_seen,
+    }
 
 
 async def timed_question(client: BenchClient) -> tuple[str, dict[str, float]]:
@@ -332,19 +367,16 @@ async def timed_question(client: BenchClient) -> tuple[str, dict[str, float]]:
 
 
 def row_moments(database_url: str, task_id: str) -> dict[str, float]:
-    """When the task's rows say it was created, claimed, asked, answered and finished."""
+    """When the task's rows say it was created, claimed, finished, and (if it asked) asked
+    and answered."""
     ((created, started, finished, asked, answered),) = db_rows(
         database_url,
         "SELECT extract(epoch FROM t.created_at), extract(epoch FROM t.started_at), "
         "extract(epoch FROM t.finished_at), extract(epoch FROM q.created_at), "
         "extract(epoch FROM q.answered_at) FROM mcp_tasks_task t "
-        "JOIN mcp_tasks_inputrequest q ON q.task_id = t.id WHERE t.id = %s",
+        "LEFT JOIN mcp_tasks_inputrequest q ON q.task_id = t.id WHERE t.id = %s",
         (task_id,),
     )
-    return {
-        "created": float(created),
-        "started": float(started),
-        "finished": float(finished),
-        "asked": float(asked),
-        "answered": float(answered),
-    }
+    moments = {"created": created, "started": started, "finished": finished}
+    moments |= {"asked": asked, "answered": answered} if asked is not None else {}
+    return {name: float(value) for name, value in moments.items()}
