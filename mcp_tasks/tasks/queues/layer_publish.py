@@ -42,8 +42,9 @@ _publishers = weakref.WeakKeyDictionary()
 
 
 class _Publisher:
-    """One layer's server on one loop (its client retries as :mod:`~mcp_tasks.core.redis_clients`'
-    do; past that, each message of the batch fails, as the layer's own publish would)."""
+    """One layer's server on one loop. Its client retries as those of
+    :mod:`~mcp_tasks.core.redis_clients` do; past that, each message of the batch fails, as
+    the layer's own publish would."""
 
     def __init__(self, client: redis.asyncio.Redis, prefix: str) -> None:
         self.client = client
