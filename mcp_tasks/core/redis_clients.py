@@ -2,7 +2,8 @@
 as each reads them: django-rq's ``RQ_QUEUES`` (the task queues: the synchronous clients are
 django-rq's own, :func:`queue_client`; their async twins are built here,
 :func:`queue_async_client`) and channels_redis' ``hosts`` (the process bus's client,
-:func:`layer_async_client`). Sentinel clients follow a failover on their own; async clients
+:func:`layer_async_client`, and the task changes' publisher,
+:mod:`mcp_tasks.tasks.queues.layer_publish`). Sentinel clients follow a failover on their own; async clients
 retry a command (:data:`RETRIES`) and callers that wait ride out longer outages
 (:func:`riding_out`). ``*_target(s)`` describe the settings without connecting (checks
 E019, W016)."""
