@@ -1,9 +1,7 @@
 """Serve MCP tools from Django over Channels, with durable background tasks.
 
-Public API::
-
-    from mcp_tasks import mcp, Context, TaskConfig, Retry, RetryTask, ToolError, Approval
-"""
+Public API (among others): ``mcp``, ``Context``, ``TaskConfig``, ``Retry``, ``RetryTask``,
+``ToolError``, ``Approval``."""
 
 from __future__ import annotations
 

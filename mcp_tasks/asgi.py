@@ -1,11 +1,8 @@
-"""Mount the MCP endpoint in a project's ASGI application with one line::
-
-application = mcp_application(get_asgi_application())
+"""Mount the MCP endpoint: ``application = mcp_application(get_asgi_application())``.
 
 Where the layers meet: the protocol's :class:`~.protocol.Dispatcher` for the site's server,
 with the task engine when django-rq is installed (else task tools run as plain calls), handed
-to the transport's consumer.
-"""
+to the transport's consumer."""
 
 from __future__ import annotations
 
@@ -27,9 +24,8 @@ ASGIApp = Any
 
 def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
     """Route HTTP requests for the MCP path to the MCP consumer and everything else to
-    ``django_app``. With ``django.contrib.auth`` installed, the Django session user is
-    available to tools (``ctx.user``). WebSockets at ``ADMIN_LIVE_PATH`` reach the live
-    admin."""
+    ``django_app``. With ``django.contrib.auth`` installed, tools see the Django session user
+    (``ctx.user``). WebSockets at ``ADMIN_LIVE_PATH`` reach the live admin."""
     from .tasks.worker.embedded_worker import autostart
     from .transport import resource_metadata
     from .transport.consumer import McpConsumer

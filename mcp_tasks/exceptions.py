@@ -11,8 +11,7 @@ class ToolError(Exception):
     """An error meant for the client: its message is shown as the tool's ``isError`` result.
 
     Any other exception raised by a tool is logged with its traceback and reported to the
-    client as a generic failure, so internal details never leak.
-    """
+    client as a generic failure, so internal details never leak."""
 
 
 class ProtocolError(Exception):
@@ -33,11 +32,8 @@ class ClientCapabilityError(RuntimeError):
 
 
 class InputRequired(BaseException):
-    """Raised inside a tool to end this round of a modern (MRTR) call with ``input_required``.
-
-    It derives from ``BaseException`` so that a tool's ``except Exception`` does not swallow
-    it. Tool code never raises or catches it itself.
-    """
+    """Raised in a tool to end this round of a modern (MRTR) call with ``input_required``; a
+    ``BaseException`` so ``except Exception`` misses it. Tool code never raises or catches it."""
 
     def __init__(self, requests: dict[str, dict[str, Any]]) -> None:
         super().__init__(", ".join(requests))

@@ -1,11 +1,9 @@
 """JSON values that cannot be sent or stored as they are, and what the app does with them.
 
-A JSON string may hold a lone UTF-16 surrogate (``"\\ud800"``), which has no UTF-8 encoding:
-it can be neither sent nor stored. It may hold a NUL character (U+0000), which PostgreSQL
-cannot store in text or JSON columns. ``NaN``, ``Infinity`` and numbers beyond a double's
-range (``1e999``) are not JSON at all.
-
-The rule (README, "Hostile input"):
+A lone UTF-16 surrogate in a string (``"\\ud800"``) has no UTF-8 encoding: it can be neither
+sent nor stored. PostgreSQL cannot store a NUL (U+0000) in text or JSON columns. ``NaN``,
+``Infinity`` and numbers beyond a double's range (``1e999``) are not JSON. The rule (README,
+"Hostile input"):
 
 - **from a client**: a message with a lone surrogate anywhere, a non-finite number or
   nesting deeper than :data:`MAX_DEPTH` is refused whole
@@ -15,8 +13,7 @@ The rule (README, "Hostile input"):
   :func:`storable` and :func:`sendable` replace each such character with U+FFFD and each
   non-finite number with ``null``, and log a warning that says where.
 
-This module is a leaf: it imports nothing from the app, so every layer may use it.
-"""
+A leaf module: it imports nothing from the app, so every layer may use it."""
 
 from __future__ import annotations
 

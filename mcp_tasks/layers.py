@@ -1,11 +1,8 @@
-"""Channel-layer helpers.
-
-- :class:`InProcessChannelLayer`: an in-memory channel layer that several threads of one
-  process may share. Channels' ``InMemoryChannelLayer`` keeps asyncio queues bound to one
-  event loop, so a sender on another thread's loop (the embedded task worker) corrupts it;
-  this layer runs every operation on one private loop in a background thread.
-- :func:`keep_reading`: keeps channels_redis' pub/sub layer reading at once.
-"""
+"""Channel-layer helpers: :class:`InProcessChannelLayer`, an in-memory layer the threads of one
+process may share (Channels' ``InMemoryChannelLayer`` binds its asyncio queues to one event
+loop, so a sender on another thread's loop, the embedded task worker's, corrupts it: this
+one runs every operation on one private loop in a background thread); :func:`keep_reading`
+keeps channels_redis' pub/sub layer reading at once."""
 
 from __future__ import annotations
 
@@ -43,8 +40,7 @@ class InProcessChannelLayer(InMemoryChannelLayer):
 
     Its instances with the same options share one set of channels and groups: a layer
     made again after ``CHANNEL_LAYERS`` changed (``override_settings`` in a test) still
-    reaches the embedded worker, which listens on the layer it was started with.
-    """
+    reaches the embedded worker, which listens on the layer it was started with."""
 
     def __init__(
         self,
@@ -100,13 +96,10 @@ _reading: set[tuple[int, int]] = set()
 
 
 async def keep_reading(layer: Any) -> None:
-    """Subscribe this process (once per layer and event loop) to a group nobody sends to.
-
-    channels_redis' ``RedisPubSubChannelLayer`` looks at its connection only every 100 ms
-    while it has no subscription at all, so a request that subscribes first in an idle
-    process would hear its first message up to 100 ms late. With one lasting subscription
-    the layer keeps reading and delivers at once.
-    """
+    """Subscribe this process (once per layer and event loop) to a group nobody sends to:
+    channels_redis' ``RedisPubSubChannelLayer`` reads its connection only every 100 ms while it
+    has no subscription, so the first request to subscribe in an idle process would hear its
+    first message up to 100 ms late. One lasting subscription keeps it reading."""
     key = (id(layer), id(asyncio.get_running_loop()))
     if key in _reading:
         return

@@ -1,7 +1,5 @@
 """Signals the task service sends once per event, after the transaction that made the
-change commits (never for a change that was rolled back).
-
-Every signal is sent with ``sender=Task`` and a ``task_id`` argument; the others:
+change commits (never for a rolled-back change), with ``sender=Task``, ``task_id`` and:
 
 - :data:`task_created`: ``task`` (the new :class:`~mcp_tasks.models.Task`).
 - :data:`task_status_changed`: ``old_status``, ``new_status`` (``TaskStatus`` values).
@@ -11,10 +9,8 @@ Every signal is sent with ``sender=Task`` and a ``task_id`` argument; the others
   client, ``"admin:<username>"`` for staff) and ``user`` (the staff user, or None).
 - :data:`task_finished`: ``status`` (``completed``, ``failed`` or ``cancelled``).
 
-Receivers run in the process and thread that committed (often a worker's database
-thread): keep them short, hand slow work elsewhere. A receiver that raises is logged and
-changes nothing for the task or for the other receivers.
-"""
+Receivers run in the process and thread that committed (often a worker's database thread):
+keep them short. One that raises is logged and changes nothing for the task or the others."""
 
 from __future__ import annotations
 

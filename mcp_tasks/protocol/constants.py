@@ -50,8 +50,7 @@ def http_status_for(code: int) -> int:
 
 
 def http_headers_for(error: dict[str, Any]) -> list[tuple[bytes, bytes]]:
-    """Extra headers of a plain JSON error response: ``Retry-After`` when the error's
-    data says when to try again (``retryAfter``, seconds)."""
+    """Extra headers of a plain JSON error: ``Retry-After`` when its data has ``retryAfter`` (s)."""
     data = error.get("data")
     retry_after = data.get("retryAfter") if isinstance(data, dict) else None
     if isinstance(retry_after, int) and not isinstance(retry_after, bool):

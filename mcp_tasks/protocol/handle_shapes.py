@@ -125,8 +125,7 @@ def handle_result(
     waited: float,
     check_wait: float,
 ) -> dict[str, Any]:
-    """The ``CallToolResult`` of a call whose task goes on (``waited``: the seconds this call
-    waited for it)."""
+    """The ``CallToolResult`` of a call whose task goes on (``waited``: seconds it waited)."""
     ids = {"task_id": task.id}
     structured: dict[str, Any] = {
         "taskId": task.id,

@@ -220,9 +220,8 @@ async def call_tool(
     start_task: TaskStarter | None,
     companions: CompanionTools | None = None,
 ) -> dict[str, Any]:
-    """A plain call, or (``start_task``: a task engine is configured) the start of a task;
-    for a client without the tasks extension (``companions``), a task followed for a
-    window, or one of the companion tools."""
+    """A plain call, or (``start_task``: an engine exists) a task's start; for a client without the
+    tasks extension (``companions``), a task followed for a window, or a companion tool."""
     plain = companions is not None and not speaks_tasks(info)
     if companions is not None and plain:
         role = companions.role_of(str(params.get("name")))

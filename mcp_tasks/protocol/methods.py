@@ -38,8 +38,7 @@ class MethodTables:
 
 
 def method_tables(engine: TaskEngine | None) -> MethodTables:
-    """The tables; with an ``engine``, task tools run as tasks and the task methods of both
-    eras are served."""
+    """The tables; with an ``engine``, task tools run as tasks and both eras' task methods answer."""
     tasks = TaskMethods(engine) if engine is not None else None
     legacy_tasks = LegacyTaskMethods(engine) if engine is not None else None
     companions = (

@@ -1,5 +1,4 @@
-"""``notifications/progress`` and ``notifications/message`` of a request or a 2025-11-25
-task's events."""
+"""``notifications/progress`` and ``notifications/message`` of a request or 2025-11-25 task."""
 
 from __future__ import annotations
 

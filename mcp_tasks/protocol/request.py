@@ -21,8 +21,7 @@ class Sink(Protocol):
         ...
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Send a server→client request on this request's stream and await the reply
-        (legacy era only)."""
+        """Send a server→client request on this stream and await the reply (legacy era only)."""
         ...
 
     async def publish(self, method: str, params: dict[str, Any]) -> None:
@@ -39,10 +38,9 @@ class Sink(Protocol):
         ...
 
     async def wait_for_task(self, task_id: str, timeout: float) -> dict[str, Any] | None:
-        """Return once the task has changed since it was first watched or since the last
-        wait returned (at once if it already has), or after ``timeout`` seconds: the
-        task's fields when the change carried them
-        (:func:`~mcp_tasks.tasks.state.service.with_fields`), else None."""
+        """Return once the task changed since it was first watched or the last wait returned (at
+        once if it has), or after ``timeout`` seconds: the task's fields when the change carried
+        them (:func:`~mcp_tasks.tasks.state.service.with_fields`), else None."""
         ...
 
 

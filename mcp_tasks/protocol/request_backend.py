@@ -1,6 +1,5 @@
-"""The ``Context`` of a plain call. Its questions go to the client as server→client
-requests (legacy era) or by MRTR (modern: the round ends ``input_required`` and the retry
-replays the recorded answers in order)."""
+"""The ``Context`` of a plain call: questions go as server→client requests (legacy era) or by MRTR
+(modern: the round ends ``input_required``; the retry replays the recorded answers in order)."""
 
 from __future__ import annotations
 

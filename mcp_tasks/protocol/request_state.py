@@ -37,8 +37,7 @@ def seal(
     arguments: Any,
     task_id: str | None = None,
 ) -> str:
-    """Return an opaque token carrying the answers gathered so far (and, for a call that
-    follows a task, the task's id)."""
+    """An opaque token of the answers gathered so far (and, for a call following a task, its id)."""
     payload: dict[str, Any] = {"b": _binding(principal, method, target, arguments), "a": answers}
     if task_id is not None:
         payload["t"] = task_id

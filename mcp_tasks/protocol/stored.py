@@ -1,6 +1,5 @@
-"""PostgreSQL cannot store or compare a NUL (U+0000): a value to store with one is refused
-with ``-32602`` naming the field, before anything is written; an id or key with one names
-nothing."""
+"""PostgreSQL cannot store or compare a NUL (U+0000): a value to store with one is refused with
+``-32602`` naming the field, before anything is written; an id or key with one names nothing."""
 
 from __future__ import annotations
 

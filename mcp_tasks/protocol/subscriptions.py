@@ -1,5 +1,4 @@
-"""``subscriptions/listen`` (modern era): what a stream agreed to hear, and the filter that
-picks its notifications."""
+"""``subscriptions/listen`` (modern era): what a stream agreed to hear; its notification filter."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ class Subscription:
         )
 
     def accepts(self, message: Message) -> bool:
-        """Whether a broadcast notification is for this stream; when it is, it is tagged
-        with the subscription id."""
+        """Whether a broadcast is for this stream (then tagged with the subscription id)."""
         method = message.get("method")
         params = message.setdefault("params", {})
         if method == "notifications/resources/updated":

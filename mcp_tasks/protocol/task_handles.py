@@ -1,15 +1,10 @@
-"""Background work for clients without the tasks extension (most hosts).
-
-A task tool they call still becomes a task. The call waits a bounded window for it
-(:meth:`TaskHandles.follow`): the task's progress goes out as ``notifications/progress``
-when the request carries a progress token, and its questions are asked inline where the
-client can answer them (legacy era: on the call's stream; modern era: an MRTR round whose
-``requestState`` names the task, so that the retry goes on with the same task). A task that
-ends inside the window answers exactly as the call would have; otherwise the call answers
-with a handle (:func:`~.handle_shapes.handle_result`). The companion tools
-(:mod:`.companion_tools`) follow the same tasks through the same engine, the same answer
-path and the same scoping as ``tasks/*``: this is the tasks API seen through tools.
-"""
+"""Background work for clients without the tasks extension (most hosts): their call of a task tool
+starts a task and waits a bounded window (:meth:`TaskHandles.follow`), sending its progress
+(``notifications/progress``, given a progress token) and asking its questions inline where the
+client can answer (legacy: on the call's stream; modern: an MRTR round whose ``requestState`` names
+the task, for the retry to go on with). A task ending in the window answers as the call would have;
+else the call answers with a handle (:func:`~.handle_shapes.handle_result`). The companion tools
+(:mod:`.companion_tools`) are the tasks API through tools: same engine, answer path, scoping."""
 
 from __future__ import annotations
 
@@ -71,9 +66,8 @@ def final_result(task: TaskView) -> dict[str, Any]:
     return cancelled_result(task)
 
 
-#: What the companion tools let the model answer, whatever the client declared: a form
-#: (``answer_task`` validates it against the question's schema) and a sampling request
-#: (the model in the conversation writes the reply).
+#: What the companion tools let the model answer, whatever the client declared: a form (checked
+#: by ``answer_task`` against the question's schema) and a sampling request (the model writes).
 ANSWERABLE_BY_TOOLS = ("elicitation", "sampling")
 
 
@@ -97,10 +91,9 @@ def _askable(info: RequestInfo, questions: Sequence[QuestionView]) -> bool:
 
 @dataclass(frozen=True)
 class Follow:
-    """How one call follows its task: ``target`` and ``arguments`` of the call (what an MRTR
-    round is bound to), how long it waits, whether it returns at the first change of the
-    task's state (the check tool) or only when the task ends, and whether the client's
-    cancel of the call cancels the task (the first call: only it knew of the task)."""
+    """How one call follows its task: its ``target`` and ``arguments`` (an MRTR round's binding),
+    its wait, whether it returns at the task's first state change (check tool) or at its end,
+    and whether cancelling the call cancels the task (first call: only it knew of the task)."""
 
     target: str
     arguments: dict[str, Any]
@@ -212,8 +205,7 @@ class TaskHandles:
     async def follow(
         self, task: TaskView, info: RequestInfo, sink: Sink, plan: Follow
     ) -> dict[str, Any]:
-        """Wait for the task as ``plan`` says: its final result, an MRTR round for its
-        questions, or a handle."""
+        """Wait per ``plan``: the final result, an MRTR round of the questions, or a handle."""
         scope = info.principal.scope
         started = time.monotonic()
         relayed: dict[str, asyncio.Task[None]] = {}

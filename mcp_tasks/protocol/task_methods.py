@@ -1,10 +1,7 @@
-"""The tasks extension (``io.modelcontextprotocol/tasks``) on the modern wire.
-
-Turns ``tools/call`` of a task tool into a durable task (both eras), and serves
-``tasks/get``, ``tasks/update`` and ``tasks/cancel``. The engine (a
-:class:`~mcp_tasks.protocol.ports.TaskEngine`) owns the state; this module only translates
-to and from the wire shapes.
-"""
+"""The tasks extension (``io.modelcontextprotocol/tasks``) on the modern wire: ``tools/call`` of a
+task tool becomes a durable task (both eras); ``tasks/get``, ``tasks/update``, ``tasks/cancel``.
+The engine (:class:`~mcp_tasks.protocol.ports.TaskEngine`) owns the state; this module only
+translates to and from the wire shapes."""
 
 from __future__ import annotations
 
@@ -296,8 +293,7 @@ class TaskMethods:
         return await self._detailed(task)
 
     async def owned_ids(self, task_ids: list[Any], principal_scope: str) -> list[str]:
-        """The subset of ``task_ids`` the caller may watch (``-32602`` past
-        :data:`MAX_WATCHED_TASKS`)."""
+        """The ``task_ids`` the caller may watch (``-32602`` past :data:`MAX_WATCHED_TASKS`)."""
         if len(task_ids) > MAX_WATCHED_TASKS:
             raise ProtocolError(
                 INVALID_PARAMS, f"params.notifications.taskIds: at most {MAX_WATCHED_TASKS} tasks"

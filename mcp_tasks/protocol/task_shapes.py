@@ -1,5 +1,4 @@
-"""The wire shapes of a task, both eras: the ``Task`` object, the ``DetailedTask``, and the
-rule for a ``taskId`` parameter."""
+"""The wire shapes of a task, both eras: ``Task``, ``DetailedTask`` and the ``taskId`` rule."""
 
 from __future__ import annotations
 
@@ -66,8 +65,7 @@ def legacy_task(task: TaskView) -> dict[str, Any]:
 
 
 def detailed_task(task: TaskView, questions: Sequence[QuestionView] = ()) -> dict[str, Any]:
-    """The ``DetailedTask``: the task plus its ``questions`` (when it is ``input_required``),
-    result or error."""
+    """The ``DetailedTask``: the task, its ``questions`` (``input_required``), result or error."""
     fields = task_fields(task)
     if task.status == "input_required":
         fields["inputRequests"] = {

@@ -1,6 +1,5 @@
-"""Admission control: past ``MAX_REQUESTS_IN_PROGRESS`` POSTs in progress (streams do not
-count), a new one is refused at once with HTTP 503 and ``Retry-After``, before its body is
-parsed; refusals are logged at most once a second. This bounds requests that wait;
+"""Admission control: past ``MAX_REQUESTS_IN_PROGRESS`` POSTs in progress (not streams), a new
+one gets HTTP 503 and ``Retry-After`` before its body is parsed (logged at most once a second).
 :mod:`mcp_tasks.contrib.uvicorn_http` refuses those that waited too long in the backlog."""
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The Channels consumer of the MCP endpoint (Streamable HTTP, both eras), one per HTTP
-request: it applies the guards, signs the caller in and routes the request to its era (the
-modern era here, the legacy one to :class:`.legacy_endpoints.LegacyEndpoints`). Once in a
-channel-layer group it also hears ``mcp.*`` messages from any process."""
+"""The Channels consumer of the MCP endpoint (Streamable HTTP), one per request: guards, sign-in,
+and the request's era (modern here, legacy in :class:`.legacy_endpoints.LegacyEndpoints`).
+Once in a channel-layer group it also hears ``mcp.*`` messages from any process."""
 
 from __future__ import annotations
 

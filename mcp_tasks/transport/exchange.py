@@ -23,8 +23,7 @@ Run = Callable[[Message, RequestInfo], Awaitable[Message]]
 
 @dataclass
 class Exchange:
-    """The request's ASGI scope and headers, its response stream and :class:`RequestSink`,
-    and how its end is signalled."""
+    """The request's ASGI scope, headers, response stream, :class:`RequestSink` and end signal."""
 
     scope: dict[str, Any]
     dispatcher: Dispatcher
@@ -46,8 +45,7 @@ class Exchange:
         await self.respond(error_response(request_id, exc.to_dict()), modern=True)
 
     async def respond(self, response: Message, modern: bool) -> None:
-        """Send the response; a modern error also sets the HTTP status of its code (and
-        its ``Retry-After``)."""
+        """Send the response; a modern error sets its code's HTTP status and ``Retry-After``."""
         error = response.get("error")
         if not error or not modern:
             await self.stream.finish(response)

@@ -91,8 +91,7 @@ def check_host(headers: dict[str, str | list[str]]) -> str:
 
 
 def request_scheme(scope: dict[str, Any], headers: dict[str, str | list[str]]) -> str:
-    """``http`` or ``https`` as Django's ``request.is_secure()`` tells it (``ws``/``wss``
-    count as ``http``/``https``)."""
+    """``http`` or ``https`` as Django's ``request.is_secure()`` tells it (``ws``/``wss`` alike)."""
     proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
     if proxy:
         name, secure = proxy

@@ -1,5 +1,4 @@
-"""One listener per event loop reading one channel (the base of the task watcher and the
-process bus)."""
+"""One listener per event loop reading one channel (base of the task watcher and process bus)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""A request's groups on the channel layer and the pump reading its channel (requests that
-join none, most, never read the layer)."""
+"""A request's channel-layer groups and the pump reading its channel (most requests join none)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,11 @@
-"""What every ASGI process hears on a channel of its own: legacy cancels (a call registers
-in a dict instead of joining a group: two Redis trips fewer per call) and session changes,
-which drop the session from each process's cache (:mod:`.session_cache`).
-
-Order: a caching process lists itself among the session's *cachers* (a Redis set) before
-it reads the row; a changing process commits, reads the set and answers its client only
-once each cacher acknowledged (or after :data:`ECHO_TIMEOUT`), so a listed copy is trusted
-without a round trip. An unlisted copy is trusted only after :meth:`ProcessBus.caught_up`,
-an echo through the same connection that comes back behind every earlier message. Changes
-lost while Redis restarts are bounded by ``SESSION_CACHE_TTL``."""
+"""What every ASGI process hears on a channel of its own: legacy cancels (a call registers in a dict
+instead of joining a group: two Redis trips fewer per call) and session changes, which drop the
+session from each process's cache (:mod:`.session_cache`). Order: a caching process lists itself
+among the session's *cachers* (a Redis set) before it reads the row; a changing process commits,
+reads the set and answers its client only once each cacher acknowledged (or after
+:data:`ECHO_TIMEOUT`), so a listed copy is trusted without a round trip. An unlisted copy is trusted
+only after :meth:`ProcessBus.caught_up`, an echo through the same connection that comes back behind
+every earlier message. Changes lost while Redis restarts are bounded by ``SESSION_CACHE_TTL``."""
 
 from __future__ import annotations
 

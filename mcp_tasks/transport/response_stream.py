@@ -36,8 +36,7 @@ def _dumps(message: dict[str, Any]) -> bytes:
 def sse_event(
     data: bytes | None, event_id: str | None = None, retry_ms: int | None = None
 ) -> bytes:
-    """One SSE event carrying encoded JSON ``data``; None is a priming event (an id and
-    empty data)."""
+    """One SSE event carrying encoded JSON ``data``; None is a priming event (an id, empty data)."""
     head = "" if event_id is None else f"id: {event_id}\r\n"
     if retry_ms is not None:
         head += f"retry: {retry_ms}\r\n"

@@ -1,7 +1,6 @@
-"""Hearing task changes for the requests of a process that wait on them, through one
-channel per process (not one per request: pub/sub subscriptions cost Redis trips). The
-channel joins a task's shard group (:func:`~mcp_tasks.core.groups.task_shard_group`) and
-stays, so later waits cost no layer call; changes of unwatched tasks are dropped."""
+"""Task changes for a process's waiting requests, on one channel per process (pub/sub subscriptions
+cost Redis trips) that joins a task's shard group (:func:`~mcp_tasks.core.groups.task_shard_group`)
+and stays, so later waits cost no layer call; unwatched tasks' changes are dropped."""
 
 from __future__ import annotations
 
