@@ -126,10 +126,11 @@ async def apublish_task_change(
 
 async def apublish_admin_event(task_id: str, event: str) -> None:
     """Tell the live admin pages (:data:`~mcp_tasks.core.groups.ADMIN`) that a task changed."""
-    layer = get_channel_layer(get_config().CHANNEL_LAYER)
+    alias = get_config().CHANNEL_LAYER
+    layer = get_channel_layer(alias)
     if layer is not None:
         message = {"type": "mcp.admin", "task_id": task_id, "event": event}
-        await layer.group_send(ADMIN, message)
+        await layer_publish.group_send(alias, layer, ADMIN, message)
 
 
 def _from_sync_code(send: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
