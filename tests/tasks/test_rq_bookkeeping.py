@@ -164,6 +164,11 @@ def test_the_script_starts_a_job_as_rq_does(
     by_script.refresh()
     assert by_script.get_status() == "started" and by_script.worker_name == worker.name
     assert sorted(queue.started_job_registry.get_job_ids()) == sorted([by_rq.id, by_script.id])
+    # Its times (read without rq's strptime) are the ones rq reads from the hash.
+    for name in ("created_at", "enqueued_at", "started_at", "last_heartbeat", "ended_at"):
+        assert getattr(kept, name) == getattr(by_script, name), name
+    assert kept.enqueued_at is not None and kept.created_at.tzinfo is not None
+    assert kept.serializer is worker.serializer
 
 
 def test_the_script_forgets_a_succeeded_job_as_rq_does(setting: Setting) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 from uuid import uuid4
 
@@ -110,6 +111,10 @@ end
 if mark_busy and #taken > 0 then redis.call('HSET', worker, 'state', 'busy') end
 return {{taken, parked, more}}
 """
+
+
+#: The job's times :meth:`Bookkeeping._started` reads (or sets) instead of ``Job.restore``.
+_TIMES = (b"created_at", b"enqueued_at", b"started_at", b"last_heartbeat")
 
 
 class Succeeded(Protocol):
@@ -235,11 +240,16 @@ class Bookkeeping:
         self, queue: Any, job_id: bytes, execution_id: bytes, fields: list[Any], at: Any
     ) -> Started:
         worker = self.worker
-        job = worker.job_class(
-            as_text(job_id), connection=worker.connection, serializer=worker.serializer
-        )
+        job = worker.job_class(as_text(job_id), connection=worker.connection)
+        job.serializer = worker.serializer  # resolved once by the worker; Job would again
         stored = dict(zip(fields[::2], fields[1::2], strict=True))
+        # rq parses times with strptime; the ones set below need no parsing, these are ISO.
+        times = {name: stored.pop(name, None) for name in _TIMES}
         job.restore(stored)
+        if created := times[b"created_at"]:
+            job.created_at = datetime.fromisoformat(created.decode())
+        if enqueued := times[b"enqueued_at"]:
+            job.enqueued_at = datetime.fromisoformat(enqueued.decode())
         job.redis_server_version = worker.get_redis_server_version()
         job.worker_name = worker.name
         job.last_heartbeat = job.started_at = at
