@@ -133,7 +133,6 @@ class LoopDatabase:
             if self._connection is not None and not self._connection.closed:
                 return self._connection, False
             import psycopg
-            from psycopg.types.datetime import TimestamptzLoader
 
             params = dict(self.wrapper.get_connection_params())
             params.pop("cursor_factory", None)  # Django's are synchronous
@@ -152,9 +151,12 @@ class LoopDatabase:
                 self.wrapper.timezone is UTC
                 and connection.info.parameter_status("TimeZone") == "UTC"
             ):
-                # Django's loader (Python) relabels psycopg's times with UTC; psycopg's own
-                # (C) already gives exactly those in a UTC session, without the Python.
-                connection.adapters.register_loader("timestamptz", TimestamptzLoader)
+                # Django's loader (Python) relabels psycopg's times with UTC; psycopg's default
+                # (C when built) already gives exactly those in a UTC session.
+                timestamptz = psycopg.postgres.types["timestamptz"].oid
+                default = psycopg.adapters.get_loader(timestamptz, psycopg.pq.Format.TEXT)
+                if default is not None:
+                    connection.adapters.register_loader("timestamptz", default)
             self._connection = connection
             return connection, True
 
