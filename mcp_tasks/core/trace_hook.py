@@ -19,16 +19,24 @@ class Span(Protocol):
         ``isError``) marks the span failed."""
 
 
+class TracedRequest(Protocol):
+    """What a request's span tells of it (:class:`mcp_tasks.protocol.RequestInfo` is one)."""
+
+    @property
+    def era(self) -> str: ...
+    @property
+    def protocol_version(self) -> str: ...
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def headers(self) -> Mapping[str, str | list[str]]: ...
+
+
 class Tracer(Protocol):
     """The spans of a request, a task's creation and its jobs."""
 
     def request(
-        self,
-        message: Mapping[str, Any],
-        era: str,
-        protocol_version: str,
-        session_id: str | None,
-        headers: Mapping[str, str | list[str]],
+        self, message: Mapping[str, Any], info: TracedRequest
     ) -> AbstractContextManager[Span]:
         """A JSON-RPC request's server span (its parent: the client's ``params._meta``
         trace context, else the HTTP request's)."""

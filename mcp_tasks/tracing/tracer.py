@@ -15,6 +15,8 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from ..core.trace_hook import TracedRequest
+
 #: ``params._meta`` and the stored carrier: W3C Trace Context (and Baggage in ``_meta``),
 #: whatever propagator the site set for HTTP headers.
 _W3C = TraceContextTextMapPropagator()
@@ -105,12 +107,7 @@ class OtelTracer:
         self.tracer = trace.get_tracer("mcp_tasks", tracer_provider=provider)
 
     def request(
-        self,
-        message: Mapping[str, Any],
-        era: str,
-        protocol_version: str,
-        session_id: str | None,
-        headers: Mapping[str, str | list[str]],
+        self, message: Mapping[str, Any], info: TracedRequest
     ) -> AbstractContextManager[OtelSpan]:
         method = str(message.get("method"))
         params = message.get("params")
@@ -119,7 +116,7 @@ class OtelTracer:
         )
         tool = tool if isinstance(tool, str) else None
         request_id = message.get("id")
-        parent, links = _request_parent(message, headers)
+        parent, links = _request_parent(message, info.headers)
         span = self.tracer.start_span(
             f"{method} {tool}" if tool else method,
             context=parent,
@@ -128,13 +125,13 @@ class OtelTracer:
             attributes=_attributes(
                 {
                     "mcp.method.name": method,
-                    "mcp.protocol.version": protocol_version,
-                    "mcp.session.id": session_id,
+                    "mcp.protocol.version": info.protocol_version,
+                    "mcp.session.id": info.session_id,
                     "jsonrpc.request.id": None if request_id is None else str(request_id),
                     "gen_ai.tool.name": tool,
                     "gen_ai.operation.name": "execute_tool" if tool else None,
                     "network.protocol.name": "http",
-                    "mcp_tasks.era": era,
+                    "mcp_tasks.era": info.era,
                 }
             ),
         )

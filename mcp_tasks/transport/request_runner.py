@@ -33,10 +33,7 @@ class RequestRunner:
     async def _traced(
         self, tracer: trace_hook.Tracer, message: Message, info: RequestInfo
     ) -> Message:
-        session_id = info.session.id if info.session is not None else None
-        with tracer.request(
-            message, info.era, info.protocol_version, session_id, info.headers
-        ) as span:
+        with tracer.request(message, info) as span:
             if metrics_hook.recorder is not None:
                 response = await self._measured(metrics_hook.recorder, message, info)
             else:

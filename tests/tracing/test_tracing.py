@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 import pytest
 from django.test import override_settings
@@ -48,6 +49,16 @@ def tracer(exporter: InMemorySpanExporter) -> OtelTracer:
 def tracing_on() -> Iterator[None]:
     with override_settings(MCP_TASKS={"TRACING": True}):
         yield
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a request's span is told of it (``TracedRequest``)."""
+
+    era: str
+    protocol_version: str
+    session_id: str | None
+    headers: Mapping[str, str | list[str]]
 
 
 def call(meta: dict[str, str] | None = None) -> dict[str, object]:
@@ -96,7 +107,7 @@ class TestRequestSpan:
     def test_named_and_described_after_the_mcp_semantic_conventions(
         self, tracer: OtelTracer, exporter: InMemorySpanExporter
     ) -> None:
-        with tracer.request(call(), "legacy", "2025-11-25", "session-1", {}) as span:
+        with tracer.request(call(), Facts("legacy", "2025-11-25", "session-1", {})) as span:
             span.answered({"jsonrpc": "2.0", "id": 7, "result": {"content": []}})
         (finished,) = exporter.get_finished_spans()
         assert finished.name == "tools/call lookup"
@@ -117,7 +128,7 @@ class TestRequestSpan:
         self, tracer: OtelTracer, exporter: InMemorySpanExporter
     ) -> None:
         message = {"jsonrpc": "2.0", "id": "a", "method": "tools/list"}
-        with tracer.request(message, "modern", "2026-07-28", None, {}):
+        with tracer.request(message, Facts("modern", "2026-07-28", None, {})):
             pass
         (finished,) = exporter.get_finished_spans()
         assert finished.name == "tools/list"
@@ -129,7 +140,7 @@ class TestRequestSpan:
     ) -> None:
         meta = {"traceparent": traceparent(CLIENT_TRACE, CLIENT_SPAN), "tracestate": "rojo=1"}
         headers = {"traceparent": traceparent(HEADER_TRACE, HEADER_SPAN)}
-        with tracer.request(call(meta), "modern", "2026-07-28", None, headers):
+        with tracer.request(call(meta), Facts("modern", "2026-07-28", None, headers)):
             pass
         (finished,) = exporter.get_finished_spans()
         assert finished.parent is not None
@@ -143,7 +154,7 @@ class TestRequestSpan:
         self, tracer: OtelTracer, exporter: InMemorySpanExporter
     ) -> None:
         headers = {"traceparent": traceparent(HEADER_TRACE, HEADER_SPAN)}
-        with tracer.request(call(), "modern", "2026-07-28", None, headers):
+        with tracer.request(call(), Facts("modern", "2026-07-28", None, headers)):
             pass
         (finished,) = exporter.get_finished_spans()
         assert finished.parent is not None
@@ -153,7 +164,7 @@ class TestRequestSpan:
     def test_a_json_rpc_error_marks_the_span(
         self, tracer: OtelTracer, exporter: InMemorySpanExporter
     ) -> None:
-        with tracer.request(call(), "modern", "2026-07-28", None, {}) as span:
+        with tracer.request(call(), Facts("modern", "2026-07-28", None, {})) as span:
             span.answered({"id": 7, "error": {"code": -32602, "message": "Unknown tool"}})
         (finished,) = exporter.get_finished_spans()
         assert finished.status.status_code == StatusCode.ERROR
@@ -165,7 +176,7 @@ class TestRequestSpan:
     def test_a_tool_error_result_is_a_tool_error(
         self, tracer: OtelTracer, exporter: InMemorySpanExporter
     ) -> None:
-        with tracer.request(call(), "modern", "2026-07-28", None, {}) as span:
+        with tracer.request(call(), Facts("modern", "2026-07-28", None, {})) as span:
             span.answered({"id": 7, "result": {"content": [], "isError": True}})
         (finished,) = exporter.get_finished_spans()
         assert finished.status.status_code == StatusCode.ERROR
@@ -176,7 +187,7 @@ class TestTaskSpans:
     def test_a_job_is_a_child_of_the_carried_context(
         self, tracer: OtelTracer, exporter: InMemorySpanExporter
     ) -> None:
-        with tracer.request(call(), "modern", "2026-07-28", None, {}):
+        with tracer.request(call(), Facts("modern", "2026-07-28", None, {})):
             carrier = tracer.carrier()
             with tracer.creation("lookup"):
                 pass
@@ -192,7 +203,7 @@ class TestTaskSpans:
         assert tool.parent.span_id == job.context.span_id
 
     def test_the_creation_span_is_not_current(self, tracer: OtelTracer) -> None:
-        with tracer.request(call(), "modern", "2026-07-28", None, {}):
+        with tracer.request(call(), Facts("modern", "2026-07-28", None, {})):
             outside = tracer.carrier()
             with tracer.creation("lookup"):
                 assert tracer.carrier() == outside
