@@ -4,7 +4,6 @@ reaching out only through the :class:`ContextBackend` its caller supplies."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar, overload
@@ -21,8 +20,6 @@ from .elicitation import (
     ElicitationResult,
 )
 from .inputs import ElicitInput, Input, Question, RootsInput, SampleInput
-
-logger = logging.getLogger("mcp_tasks.context")  # a stable name: older than the authoring folder
 
 T = TypeVar("T")
 

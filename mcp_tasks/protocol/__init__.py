@@ -2,12 +2,11 @@
 a :class:`RequestInfo` and a :class:`Sink`; tasks come through a :class:`~.ports.TaskEngine`."""
 
 from .dispatch import Dispatcher, kind_of, legacy_request_info, modern_request_info, parse_body
-from .request import RequestInfo, SessionHandle, Sink
+from .request import RequestInfo, Sink
 
 __all__ = [
     "Dispatcher",
     "RequestInfo",
-    "SessionHandle",
     "Sink",
     "kind_of",
     "legacy_request_info",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from typing import Any
 
 from ..authoring.context import Context, level_allows
@@ -15,8 +14,6 @@ from ..exceptions import InputRequired, ProtocolError
 from . import request_state
 from .notices import log_params, progress_params
 from .request import RequestInfo, Sink
-
-logger = logging.getLogger("mcp_tasks.protocol")
 
 
 class RequestBackend:

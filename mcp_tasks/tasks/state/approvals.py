@@ -164,4 +164,4 @@ def decide(
         return Decision(entry, True, approvals, needed)
 
 
-__all__ = ["Decision", "NotAllowed", "approvals_in_force", "ask_approval", "decide"]
+__all__ = ["Decision", "approvals_in_force", "ask_approval", "decide"]

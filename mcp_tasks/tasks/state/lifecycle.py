@@ -326,9 +326,7 @@ def _claim(
     return unheld, changes
 
 
-def retry_later(
-    task_id: str, run: int, attempts: int, delay: float, why: str, *, error: Any = None
-) -> bool:
+def retry_later(task_id: str, run: int, attempts: int, delay: float, why: str) -> bool:
     """Queue the next attempt in ``delay`` seconds; False if the task ended or moved on."""
     why = jsontext.storable(why, f"the failure of task {task_id}")[:500]
     with transaction.atomic():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -30,8 +29,6 @@ from ...models import Audience, InputRequest, InputRequestStatus, Task, TaskStat
 from . import outbox, rows
 from .changes import expired, locked, status_changed, touch
 from .loop_database import LoopDatabase
-
-logger = logging.getLogger("mcp_tasks.tasks")
 
 
 def outstanding_requests(task: Task) -> list[InputRequest]:

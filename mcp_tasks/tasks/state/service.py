@@ -65,10 +65,9 @@ from .questions import (
     question_text,
     release,
     release_relay,
-    validate_answer,
     withdraw,
 )
-from .recovery import check_liveness, purge_expired, recover_stalled, requeue_lost, unserved_queues
+from .recovery import check_liveness, purge_expired, recover_stalled, unserved_queues
 
 __all__ = [
     "EXPIRED",
@@ -113,12 +112,10 @@ __all__ = [
     "release",
     "release_relay",
     "report_progress",
-    "requeue_lost",
     "retry_later",
     "snapshot_secrets",
     "stored_caller",
     "unserved_queues",
-    "validate_answer",
     "with_fields",
     "withdraw",
 ]

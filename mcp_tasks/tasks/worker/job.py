@@ -9,7 +9,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Coroutine
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from django.utils import timezone
 
@@ -33,9 +33,6 @@ from .backend import QuestionFailed, TaskBackend, TaskSuspended, durable, patien
 from .runtime import JobSlot, Runtime, TaskWatch, runtime_for_loop
 
 logger = logging.getLogger("mcp_tasks.tasks")
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 _loops = threading.local()
 

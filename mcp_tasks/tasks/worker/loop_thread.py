@@ -6,11 +6,9 @@ import asyncio
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from .runtime import Runtime, Slots, runtime_for_loop
-
-T = TypeVar("T")
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
