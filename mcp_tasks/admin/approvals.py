@@ -14,8 +14,8 @@ from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Case, IntegerField, QuerySet, Value, When
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.db.models import F, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
@@ -25,7 +25,7 @@ from ..core.task_contract import InvalidAnswer
 from ..models import InputRequest, InputRequestStatus, Task
 from ..tasks.state import approvals, service
 from .actions import RETURN_TO_TASK
-from .forms import field_for, json_value, task_url
+from .forms import field_for, json_value, question_or_404, task_url
 
 #: How many decided approvals the Approvals list shows below the waiting ones.
 RECENT = 50
@@ -60,11 +60,7 @@ class DecisionForm(forms.Form):
 
     def edits(self) -> dict[str, Any]:
         """The editable arguments' values (call after ``is_valid()``)."""
-        return {
-            name: json_value(self.cleaned_data[name])
-            for name in self.editable
-            if name in self.cleaned_data
-        }
+        return {name: json_value(self.cleaned_data[name]) for name in self.editable}
 
 
 def _property(schema: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -168,15 +164,6 @@ def task_panel(request: HttpRequest, task_id: str) -> dict[str, Any] | None:
     return None if question is None else panel(request, question, on_task_page=True)
 
 
-def _approval(object_id: str) -> InputRequest:
-    try:
-        return InputRequest.objects.select_related("task", "answered_by_user").get(
-            pk=int(object_id), method=APPROVAL_METHOD
-        )
-    except (ValueError, InputRequest.DoesNotExist):
-        raise Http404("No such approval.") from None
-
-
 def _log(user: Any, task: Task, decision: approvals.Decision) -> None:
     entry = decision.entry
     words = "Approved" if entry["action"] == "approve" else "Rejected"
@@ -205,7 +192,7 @@ def decide_view(
     extra_context: dict[str, Any],
 ) -> HttpResponse:
     """GET: the approval's page (summary, arguments, the trail, the panel); POST: decide."""
-    question = _approval(object_id)
+    question = question_or_404(object_id, "No such approval.", method=APPROVAL_METHOD)
     if not model_admin.has_view_permission(request, question):
         raise PermissionDenied
     if request.method == "POST":
@@ -273,15 +260,9 @@ def approvals_list(queryset: QuerySet[InputRequest]) -> list[InputRequest]:
         approvals_only.filter(status=InputRequestStatus.PENDING).order_by("created_at", "id")
     )
     decided = list(
-        approvals_only.exclude(status=InputRequestStatus.PENDING)
-        .annotate(
-            unanswered=Case(
-                When(answered_at__isnull=True, then=Value(1)),
-                default=Value(0),
-                output_field=IntegerField(),
-            )
-        )
-        .order_by("unanswered", "-answered_at", "-id")[:RECENT]
+        approvals_only.exclude(status=InputRequestStatus.PENDING).order_by(
+            F("answered_at").desc(nulls_last=True), "-id"
+        )[:RECENT]
     )
     return waiting + decided
 

@@ -15,6 +15,7 @@ from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
+from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
@@ -306,6 +307,16 @@ def answer_url(question: InputRequest) -> str:
 
 def task_url(task_id: str) -> str:
     return reverse("admin:mcp_tasks_task_change", args=[quote(task_id)])
+
+
+def question_or_404(object_id: str, not_found: str, **filters: Any) -> InputRequest:
+    """The question ``object_id`` with its task and answerer; HTTP 404 ``not_found`` if none."""
+    try:
+        return InputRequest.objects.select_related("task", "answered_by_user").get(
+            pk=int(object_id), **filters
+        )
+    except (ValueError, InputRequest.DoesNotExist):
+        raise Http404(not_found) from None
 
 
 def answer_adminform(form: forms.Form) -> helpers.AdminForm:

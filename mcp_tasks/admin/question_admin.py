@@ -10,7 +10,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
@@ -147,12 +147,7 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
         return timesince(obj.created_at)
 
     def answer_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        try:
-            question = InputRequest.objects.select_related("task", "answered_by_user").get(
-                pk=int(object_id)
-            )
-        except (ValueError, InputRequest.DoesNotExist):
-            raise Http404("No such question.") from None
+        question = admin_forms.question_or_404(object_id, "No such question.")
         if not self.has_view_permission(request, question):
             raise PermissionDenied
         if question.method == APPROVAL_METHOD:
