@@ -31,9 +31,8 @@ MAX_WATCHED = 200
 
 def may_watch(user: Any) -> bool:
     """An active staff user who may see tasks or their questions."""
-    if user is None or not getattr(user, "is_authenticated", False):
-        return False
-    return bool(user.is_active and user.is_staff and sees_tasks(user))
+    authenticated = getattr(user, "is_authenticated", False)
+    return bool(authenticated and user.is_active and user.is_staff and sees_tasks(user))
 
 
 class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
@@ -41,8 +40,7 @@ class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
 
     @property
     def channel_layer_alias(self) -> str:
-        alias: str = get_config().CHANNEL_LAYER
-        return alias
+        return get_config().CHANNEL_LAYER
 
     async def connect(self) -> None:
         self.watched: set[str] = set()

@@ -15,9 +15,8 @@ register = template.Library()
 
 @register.inclusion_tag("admin/mcp_tasks/waiting_questions.html", takes_context=True)
 def mcp_waiting_questions(context: template.Context) -> dict[str, Any]:
-    request = context.get("request")
-    user = getattr(request, "user", None)
-    if request is None or not getattr(user, "is_staff", False) or not sees_tasks(user):
+    user = getattr(context.get("request"), "user", None)
+    if not getattr(user, "is_staff", False) or not sees_tasks(user):
         return {"show": False}
     count = InputRequest.objects.filter(status=InputRequestStatus.PENDING).count()
     return {"show": True, "count": count}
