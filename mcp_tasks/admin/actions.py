@@ -18,7 +18,7 @@ from ..core import task_contract
 from ..models import InputRequest, InputRequestStatus, Task, TaskStatus
 from ..tasks.state import crypto, service
 from ..tasks.state.lifecycle import NotRetryable, retry
-from .forms import ELICIT, answer_adminform, answer_form, answer_url, task_url
+from .forms import ELICIT, answer_adminform, answer_form, answer_url, task_links, task_url
 
 RETRY_PERMISSION = "mcp_tasks.retry_task"
 #: The hidden field that brings an answer given on the task page back to the task page.
@@ -70,10 +70,7 @@ def retry_tasks(request: HttpRequest, queryset: QuerySet[Task]) -> None:
     retried = [new for task_id in failed if (new := _retry_one(request, task_id)) is not None]
     skipped = queryset.exclude(status=TaskStatus.FAILED).count()
     if retried:
-        links = format_html(
-            ", ".join(['<a href="{}">{}…</a>'] * len(retried)),
-            *[part for new in retried for part in (task_url(new.id), new.id[:8])],
-        )
+        links = task_links(new.id for new in retried)
         plural = "" if len(retried) == 1 else "s"
         messages.success(
             request, format_html("Retried {} task{}: {}.", len(retried), plural, links)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -19,7 +19,8 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
-from django.utils.html import escape
+from django.utils.html import escape, format_html_join
+from django.utils.safestring import SafeString
 
 from ..models import InputRequest
 
@@ -199,6 +200,7 @@ def field_for(
         common["initial"] = prop["default"]
     kind = prop.get("type")
     options = enum_options(prop)
+    field: forms.Field | None = None
     if kind == "array":
         field = _multi_field(prop, common)
     elif options is not None:
@@ -209,11 +211,8 @@ def field_for(
         field = _number_field(prop, common)
     elif kind == "boolean":
         field = _boolean_field(prop, common, required)
-    else:
-        field = None
-    if field is None:  # not an elicitation shape: let staff type JSON
-        field = forms.JSONField(**common)
-    return field
+    # Not an elicitation shape: let staff type JSON.
+    return forms.JSONField(**common) if field is None else field
 
 
 def json_value(value: Any) -> Any:
@@ -248,8 +247,7 @@ def elicitation_form(schema: Mapping[str, Any] | None) -> type[ElicitationForm]:
         for name, prop in properties.items()
         if isinstance(prop, Mapping)
     }
-    attrs: dict[str, Any] = {"schema": schema, **fields}
-    return type("RequestedSchemaForm", (ElicitationForm,), attrs)
+    return type("RequestedSchemaForm", (ElicitationForm,), {"schema": schema, **fields})
 
 
 class SamplingForm(forms.Form):
@@ -288,9 +286,9 @@ class RootsForm(forms.Form):
     def clean_roots(self) -> list[dict[str, str]]:
         roots: list[dict[str, str]] = []
         for number, line in enumerate(self.cleaned_data["roots"].splitlines(), start=1):
-            if not line.strip():
-                continue
             uri, _, name = line.strip().partition(" ")
+            if not uri:
+                continue
             if not urlsplit(uri).scheme:
                 raise ValidationError(f"Line {number}: {uri!r} is not an absolute URI (file:///…).")
             roots.append({"uri": uri, **({"name": name.strip()} if name.strip() else {})})
@@ -307,6 +305,11 @@ def answer_url(question: InputRequest) -> str:
 
 def task_url(task_id: str) -> str:
     return reverse("admin:mcp_tasks_task_change", args=[quote(task_id)])
+
+
+def task_links(task_ids: Iterable[str]) -> SafeString:
+    """Links to the tasks' pages, each labelled with the start of its id."""
+    return format_html_join(", ", '<a href="{}">{}…</a>', ((task_url(i), i[:8]) for i in task_ids))
 
 
 def question_or_404(object_id: str, not_found: str, **filters: Any) -> InputRequest:

@@ -23,7 +23,7 @@ from ..core import task_contract
 from ..models import InputRequest, InputRequestStatus, Task, TaskLogEntry, TaskStatus
 from ..tasks.state import service
 from . import actions as admin_actions, approvals as admin_approvals, dashboard as admin_dashboard
-from .forms import ELICIT, ROOTS, SAMPLE, answer_url, task_url
+from .forms import ELICIT, ROOTS, SAMPLE, answer_url, task_links
 from .rq_dashboard import queue_dashboard_url
 from .waiting import (
     PrincipalFilter,
@@ -49,25 +49,6 @@ def pretty_json(value: Any) -> SafeString:
         return format_html('<span class="mcp-empty">{}</span>', "—")
     text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
     return format_html('<pre class="mcp-json">{}</pre>', text)
-
-
-def render_progress(task: Task) -> SafeString | str:
-    """A bar when the tool reported progress with a total, the bare count without one."""
-    if task.progress is None:
-        return "—"
-    if not task.progress_total:
-        return f"{task.progress:g}"
-    percent = max(0.0, min(100.0, 100.0 * task.progress / task.progress_total))
-    label = f"{task.progress:g}/{task.progress_total:g}"
-    return format_html(
-        '<span class="mcp-nowrap"><span class="mcp-progress" role="progressbar" '
-        'aria-valuenow="{}" aria-valuemin="0" aria-valuemax="100" title="{}">'
-        '<span style="width: {}%"></span></span> {}</span>',
-        f"{percent:.0f}",
-        label,
-        f"{percent:.1f}",
-        label,
-    )
 
 
 def answerer(question: InputRequest) -> str:
@@ -310,20 +291,31 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="progress")
     def progress_bar(self, obj: Task) -> SafeString | str:
-        return render_progress(obj)
+        """A bar when the tool reported progress with a total, the bare count without one."""
+        if obj.progress is None:
+            return "—"
+        if not obj.progress_total:
+            return f"{obj.progress:g}"
+        percent = max(0.0, min(100.0, 100.0 * obj.progress / obj.progress_total))
+        label = f"{obj.progress:g}/{obj.progress_total:g}"
+        return format_html(
+            '<span class="mcp-nowrap"><span class="mcp-progress" role="progressbar" '
+            'aria-valuenow="{}" aria-valuemin="0" aria-valuemax="100" title="{}">'
+            '<span style="width: {}%"></span></span> {}</span>',
+            f"{percent:.0f}",
+            label,
+            f"{percent:.1f}",
+            label,
+        )
 
     @admin.display(description="retry of")
     def retry_of_link(self, obj: Task) -> SafeString | str:
-        if obj.retry_of_id is None:
-            return "—"
-        return format_html('<a href="{}">{}…</a>', task_url(obj.retry_of_id), obj.retry_of_id[:8])
+        return "—" if obj.retry_of_id is None else task_links([obj.retry_of_id])
 
     @admin.display(description="retried as")
     def retries_links(self, obj: Task) -> SafeString | str:
         ids = list(obj.retries.order_by("created_at").values_list("id", flat=True))
-        if not ids:
-            return "—"
-        return format_html_join(", ", '<a href="{}">{}…</a>', ((task_url(i), i[:8]) for i in ids))
+        return task_links(ids) if ids else "—"
 
     @admin.display(description="arguments")
     def arguments_json(self, obj: Task) -> SafeString:
