@@ -77,8 +77,7 @@ def _property(schema: Mapping[str, Any], name: str) -> dict[str, Any]:
 
 
 def decision_form(question: InputRequest, arguments: Mapping[str, Any], data: Any) -> DecisionForm:
-    """The decision form of an approval: one field per editable argument, filled with its
-    current value."""
+    """An approval's decision form: a field per editable argument, holding its current value."""
     params = question.params or {}
     editable = tuple(params.get("editable") or [])
     tool = mcp.tools.get(question.task.tool_name)

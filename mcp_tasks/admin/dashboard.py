@@ -306,8 +306,7 @@ def _order_key(later: str, earlier: str) -> Any:
 def _percentile(
     ordered: QuerySet[Any], fields: tuple[str, str], count: int, fraction: float
 ) -> dt.timedelta | None:
-    """``percentile_cont`` of ``count`` ordered durations ``fields[0] - fields[1]``: the rows
-    at rank ``fraction * (count - 1)`` and the next, interpolated (one query)."""
+    """``percentile_cont`` of ``count`` sorted durations: two rows around the rank, interpolated."""
     if not count:
         return None
     rank = fraction * (count - 1)
@@ -323,8 +322,6 @@ def waiting_questions(
     times: Sequence[dt.datetime], start: dt.datetime
 ) -> list[tuple[dt.datetime, int]]:
     """How many questions waited at each of ``times``: one query, one count per time."""
-    if not times:
-        return []
     # When a question stopped waiting: answered or timed out, else with its task's end.
     ended = Case(
         When(status=InputRequestStatus.PENDING, then=Value(None)),
@@ -458,7 +455,7 @@ def dashboard_view(
         "summary": summary(shown),
         "status_chart": status_chart(shown),
         "waiting_chart": waiting_chart(shown),
-        "waiting_now": shown.waiting[-1][1] if shown.waiting else 0,
+        "waiting_now": shown.waiting[-1][1],
         "run_time": [human_duration(shown.run_time.p50), human_duration(shown.run_time.p95)],
         "queue_wait": [human_duration(shown.queue_wait.p50), human_duration(shown.queue_wait.p95)],
         "windows": list(WINDOWS.values()),

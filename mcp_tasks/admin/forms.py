@@ -183,10 +183,9 @@ def _single_field(
 def field_for(
     name: str, prop: Mapping[str, Any], *, required: bool, only: bool = False
 ) -> forms.Field:
-    """The form field for one property of a ``requestedSchema``.
-
-    ``only``: the property is the schema's single one (a scalar question, asked as
-    ``value``), so an untitled one is labelled "Answer" ("Yes" for a checkbox)."""
+    """The form field for one property of a ``requestedSchema``. ``only``: the property is
+    the schema's single one (a scalar question, asked as ``value``), so an untitled one is
+    labelled "Answer" ("Yes" for a checkbox)."""
     if prop.get("title"):
         label = prop["title"]
     elif only and name == "value":

@@ -54,8 +54,7 @@ class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
         self.marking = asyncio.ensure_future(self._keep_marked())
 
     async def _keep_marked(self) -> None:
-        """Keep the page marked open until it closes; ``ready`` once every process saw the
-        mark."""
+        """Keep the page marked open until it closes; ``ready`` once every process saw it."""
         await asyncio.sleep(watchers.CHECK_EVERY)
         await self.send_json({"event": "ready"})
         while True:

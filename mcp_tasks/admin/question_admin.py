@@ -110,9 +110,8 @@ class InputRequestAdmin(ReadOnly, QuestionColumns, admin.ModelAdmin):  # type: i
         waiting = (
             request.GET.get("status", InputRequestStatus.PENDING) == InputRequestStatus.PENDING
         )
-        title = "Waiting questions" if waiting else "Questions asked by tasks"
         context = {
-            "title": title,
+            "title": "Waiting questions" if waiting else "Questions asked by tasks",
             "approvals_url": admin_approvals.approvals_url(),
             "approvals_waiting": admin_approvals.waiting_approvals(),
             "queue_dashboard_url": queue_dashboard_url(),

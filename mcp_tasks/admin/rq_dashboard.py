@@ -69,9 +69,8 @@ def follow_embedded_mode(site: admin.AdminSite = admin.site) -> None:
 
     if not site.is_registered(Dashboard):
         return
-    registered = site.get_model_admin(Dashboard)
-    if isinstance(registered, _OutsideEmbeddedMode):
+    base = type(site.get_model_admin(Dashboard))
+    if issubclass(base, _OutsideEmbeddedMode):
         return
-    base = type(registered)
     site.unregister(Dashboard)
     site.register(Dashboard, type(base.__name__, (_OutsideEmbeddedMode, base), {}))
