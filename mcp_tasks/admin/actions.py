@@ -25,6 +25,11 @@ RETRY_PERMISSION = "mcp_tasks.retry_task"
 RETURN_TO_TASK = "_return_to_task"
 
 
+def tasks_text(count: int) -> str:
+    """``count`` tasks in words: "1 task", "2 tasks"."""
+    return f"{count} task{'' if count == 1 else 's'}"
+
+
 def can_retry(request: HttpRequest) -> bool:
     return request.user.has_perm(RETRY_PERMISSION)
 
@@ -71,10 +76,7 @@ def retry_tasks(request: HttpRequest, queryset: QuerySet[Task]) -> None:
     skipped = queryset.exclude(status=TaskStatus.FAILED).count()
     if retried:
         links = task_links(new.id for new in retried)
-        plural = "" if len(retried) == 1 else "s"
-        messages.success(
-            request, format_html("Retried {} task{}: {}.", len(retried), plural, links)
-        )
+        messages.success(request, format_html("Retried {}: {}.", tasks_text(len(retried)), links))
     if skipped:
         messages.warning(request, f"Left {skipped} task(s) alone: only failed tasks are retried.")
 

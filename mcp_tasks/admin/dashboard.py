@@ -124,13 +124,10 @@ class ToolFailures:
     total: int
 
     @property
-    def share(self) -> float:
-        return self.failed / self.total if self.total else 0.0
-
-    @property
     def percent(self) -> str:
         """The share of failures in percent, for a bar's width (never localized)."""
-        return f"{100 * self.share:.1f}"
+        share = self.failed / self.total  # a listed tool failed at least once
+        return f"{100 * share:.1f}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,6 +23,7 @@ from ..core import task_contract
 from ..models import InputRequest, InputRequestStatus, Task, TaskLogEntry, TaskStatus
 from ..tasks.state import service
 from . import actions as admin_actions, approvals as admin_approvals, dashboard as admin_dashboard
+from .actions import tasks_text
 from .forms import ELICIT, ROOTS, SAMPLE, answer_url, task_links
 from .rq_dashboard import queue_dashboard_url
 from .waiting import (
@@ -212,11 +213,10 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
         return admin_actions.can_retry(request)
 
     def get_urls(self) -> list[URLPattern]:
-        view = self.admin_site.admin_view(self.retry_view)
-        dashboard = self.admin_site.admin_view(self.dashboard_view)
+        wrap = self.admin_site.admin_view
         return [
-            path("dashboard/", dashboard, name="mcp_tasks_task_dashboard"),
-            path("<path:object_id>/retry/", view, name="mcp_tasks_task_retry"),
+            path("dashboard/", wrap(self.dashboard_view), name="mcp_tasks_task_dashboard"),
+            path("<path:object_id>/retry/", wrap(self.retry_view), name="mcp_tasks_task_retry"),
             *super().get_urls(),
         ]
 
@@ -363,19 +363,15 @@ class TaskAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
             else:
                 finished += 1
         if cancelled:
-            self.message_user(request, f"Cancelled {_tasks(cancelled)}.", messages.SUCCESS)
+            self.message_user(request, f"Cancelled {tasks_text(cancelled)}.", messages.SUCCESS)
         if finished:
             self.message_user(
-                request, f"Left {_tasks(finished)} alone: already finished.", messages.WARNING
+                request, f"Left {tasks_text(finished)} alone: already finished.", messages.WARNING
             )
 
     @admin.action(description="Retry selected failed tasks", permissions=["retry"])
     def retry_tasks(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
         admin_actions.retry_tasks(request, queryset)
-
-
-def _tasks(count: int) -> str:
-    return f"{count} task{'' if count == 1 else 's'}"
 
 
 def live_context(task_id: str = "") -> dict[str, Any]:

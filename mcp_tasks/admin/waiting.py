@@ -84,8 +84,8 @@ def principal_counts(first: str | None = None) -> list[PrincipalCounts]:
     return list(counts.order_by(*order)[:MAX_PRINCIPALS])
 
 
-def principal_label(principal: str, active: int, waiting: int) -> str:
-    return f"{principal} — {active} active, {waiting} waiting"
+def principal_label(principal_scope: str, active: int, waiting: int) -> str:
+    return f"{principal_scope} — {active} active, {waiting} waiting"
 
 
 class WaitingForFilter(admin.SimpleListFilter):
@@ -112,11 +112,7 @@ class PrincipalFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         selected = self.value()
         choices = [
-            (
-                row["principal_scope"],
-                principal_label(row["principal_scope"], row["active"], row["waiting"]),
-            )
-            for row in principal_counts(selected)
+            (row["principal_scope"], principal_label(**row)) for row in principal_counts(selected)
         ]
         if selected and all(value != selected for value, _ in choices):
             choices.append((selected, principal_label(selected, 0, 0)))
