@@ -82,8 +82,7 @@ def retry_tasks(request: HttpRequest, queryset: QuerySet[Task]) -> None:
 
 
 def quick_answer(request: HttpRequest, task_id: str) -> dict[str, Any] | None:
-    """The task page's answer form: only when the task has exactly one open question and
-    the operator may answer it."""
+    """The task page's answer form, when its only open question is one the operator may answer."""
     waiting = list(
         InputRequest.objects.filter(task_id=task_id, status=InputRequestStatus.PENDING)
         .select_related("task")
@@ -107,8 +106,7 @@ def quick_answer(request: HttpRequest, task_id: str) -> dict[str, Any] | None:
 
 
 def after_answer(request: HttpRequest, question: InputRequest) -> HttpResponse:
-    """Where the Answer page goes after a POST: back to the task page when the answer came
-    from there, else to itself."""
+    """After a POST: back to the task page when the answer came from there, else the same page."""
     if request.POST.get(RETURN_TO_TASK):
         return HttpResponseRedirect(task_url(question.task_id))
     return HttpResponseRedirect(request.path)

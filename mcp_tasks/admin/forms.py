@@ -225,8 +225,7 @@ class ElicitationForm(forms.Form):
     schema: dict[str, Any] = {}
 
     def content(self) -> dict[str, Any]:
-        """The ``content`` of an accepted answer (call after ``is_valid()``): empty optional
-        fields left out."""
+        """An accepted answer's ``content``, empty optional fields left out (after is_valid())."""
         required = set(self.schema.get("required") or [])
         return {
             name: json_value(value)
