@@ -24,7 +24,7 @@ from ...authoring.retries import DEFAULT_RETRY, Retry, RetryTask
 from ...authoring.tool_call import error_result, failure_result, run_tool, validate_arguments
 from ...core import background, log_fields, trace_hook
 from ...core.db import db, persistently
-from ...core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
+from ...core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, error_object
 from ...core.task_contract import Caller
 from ...exceptions import ProtocolError
 from ...models import Task
@@ -137,9 +137,7 @@ async def execute(
                 # not when its heartbeat goes missing (once: patience() is not waited twice).
                 message = f"The task stopped: {type(exc).__name__}: {exc}"[:2000]
                 with contextlib.suppress(Exception):
-                    await db(service.fail)(
-                        task.id, {"code": INTERNAL_ERROR, "message": message}, message
-                    )
+                    await db(service.fail)(task.id, error_object(INTERNAL_ERROR, message))
                 raise
 
 
@@ -156,13 +154,13 @@ async def _run_claimed(
     fail = durable(service.fail, "a task's failure")
     tool = server.tools.get(task.tool_name)
     if tool is None:
-        await fail(task.id, {"code": INVALID_PARAMS, "message": f"Unknown tool: {task.tool_name}"})
+        await fail(task.id, error_object(INVALID_PARAMS, f"Unknown tool: {task.tool_name}"))
         return
     snapshot = task.snapshot
     try:
         secrets = crypto.unseal(snapshot.sealed) or {}
     except crypto.SnapshotDecryptionError as exc:
-        await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
+        await fail(task.id, error_object(INTERNAL_ERROR, str(exc)))
         return
     try:
         validated = validate_arguments(tool, task.arguments)
@@ -179,7 +177,7 @@ async def _run_claimed(
             f"The task's caller may no longer use tool {task.tool_name!r} "
             "(a permission or scope it requires is missing)"
         )
-        await fail(task.id, {"code": INVALID_PARAMS, "message": message}, message)
+        await fail(task.id, error_object(INVALID_PARAMS, message))
         return
     backend = TaskBackend(task, snapshot, watch, runtime, slot)
     context = await _context(task, caller, backend, access_token, user)
@@ -199,8 +197,7 @@ async def _run_claimed(
         tool_run.cancel()
         raise
     if not done:
-        message = f"The task timed out after {timeout:g} s"
-        await fail(task.id, {"code": INTERNAL_ERROR, "message": message}, message)
+        await fail(task.id, error_object(INTERNAL_ERROR, f"The task timed out after {timeout:g} s"))
         watch.end()  # the tool gets CancelledError; the job does not wait for it
         tool_run.add_done_callback(background.ignore_outcome)
         return
@@ -213,11 +210,10 @@ async def _run_claimed(
     except (TaskSuspended, service.TaskEnded):
         return
     except QuestionFailed as exc:
-        message = f"The task stopped: {exc}"
-        await fail(task.id, {"code": INTERNAL_ERROR, "message": message}, message)
+        await fail(task.id, error_object(INTERNAL_ERROR, f"The task stopped: {exc}"))
         return
     except service.ReplayMismatch as exc:
-        await fail(task.id, {"code": INTERNAL_ERROR, "message": str(exc)}, str(exc))
+        await fail(task.id, error_object(INTERNAL_ERROR, str(exc)))
         return
     except ProtocolError as exc:
         await fail(task.id, exc.to_dict())
@@ -228,37 +224,27 @@ async def _run_claimed(
         return
     except BaseException as exc:
         # rq's job timeout (SIGALRM under rq's own workers) and anything else that escaped.
-        await fail(
-            task.id,
-            {"code": INTERNAL_ERROR, "message": f"The task stopped: {type(exc).__name__}"},
-        )
+        await fail(task.id, error_object(INTERNAL_ERROR, f"The task stopped: {type(exc).__name__}"))
         raise
     await _complete(runtime, task, result)
 
 
 def _job_span(task: Task) -> contextlib.AbstractContextManager[object]:
-    """The job's span while tracing (child of the creating request's), else nothing."""
+    """The job's span while tracing (child of the creating request's, whose trace context the
+    task's snapshot keeps), else nothing."""
     tracer = trace_hook.tracer
     if tracer is None:
         return contextlib.nullcontext()
-    return tracer.job(_trace_of(task), f"task job {task.tool_name}", _job_attributes(task))
-
-
-def _trace_of(task: Task) -> dict[str, str] | None:
-    """The creating request's trace context, kept in the task's snapshot."""
     carrier = (task.snapshot.prior_answers or {}).get("trace")
-    return carrier if isinstance(carrier, dict) else None
-
-
-def _job_attributes(task: Task) -> dict[str, Any]:
-    """A job span's attributes: task, tool, job number (0: first run), attempt."""
-    return {
+    attributes = {
         "mcp_tasks.task.id": task.id,
         "gen_ai.tool.name": task.tool_name,
-        "mcp_tasks.task.run": task.runs,
+        "mcp_tasks.task.run": task.runs,  # 0: the first run
         "mcp_tasks.task.resumed": task.runs > 0,
         "mcp_tasks.task.attempt": task.attempt,
     }
+    trace = carrier if isinstance(carrier, dict) else None
+    return tracer.job(trace, f"task job {task.tool_name}", attributes)
 
 
 async def _traced_tool(

@@ -33,7 +33,7 @@ from ...conf import get_config
 from ...core import metrics_hook
 from ...core.db import db
 from ...core.gc_freeze import freeze_startup_objects
-from ...core.jsonrpc import INTERNAL_ERROR
+from ...core.jsonrpc import INTERNAL_ERROR, error_object
 from ...sessions import purge_idle_sessions
 from ...stream_events import purge_old_events
 from ..queues import fair_queue
@@ -366,7 +366,7 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
             exc_info = sys.exc_info()
             if task_id is not None:
                 message = "The worker running this task was stopped (cold shutdown)"
-                await db(service.fail)(task_id, {"code": INTERNAL_ERROR, "message": message})
+                await db(service.fail)(task_id, error_object(INTERNAL_ERROR, message))
         except BaseException:
             exc_info = sys.exc_info()
         finally:
