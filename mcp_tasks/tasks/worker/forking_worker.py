@@ -18,13 +18,7 @@ from ...core.jsonrpc import INTERNAL_ERROR
 from ..queues import fair_queue
 from ..state import service
 from .intake import note_parked
-from .task_worker import (
-    REDIS_UNREACHABLE,
-    _FairDequeuing,
-    _Maintaining,
-    _unreachable,
-    task_job_args,
-)
+from .task_worker import _FairDequeuing, _logged_if_unreachable, _Maintaining, task_job_args
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -78,12 +72,11 @@ class ForkingTaskWorker(_FairDequeuing, _Maintaining, Worker):
                     logger.warning("could not give back the lease of job %s", job.id, exc_info=True)
 
     def maintain_heartbeats(self, job: Any, execution: Any) -> None:
-        try:
+        # Redis unreachable: the work-horse goes on; again next time.
+        with _logged_if_unreachable(self, "job heartbeat"):
             super().maintain_heartbeats(job, execution)
             if self._lease is not None:
                 fair_queue.renew(self.connection, [self._lease])
-        except REDIS_UNREACHABLE as error:  # the work-horse goes on; again next time
-            _unreachable(self, "job heartbeat", error)
 
     def bootstrap(self, *args: Any, **kwargs: Any) -> None:
         super().bootstrap(*args, **kwargs)

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
@@ -120,10 +121,9 @@ class _Maintaining:
         return max(1, min(int(super().dequeue_timeout), int(self.maintenance_interval)))  # type: ignore[misc]
 
     def run_maintenance_tasks(self) -> None:
-        try:
+        # rq's registries: again at the next round
+        with _logged_if_unreachable(self, "maintenance"):
             super().run_maintenance_tasks()  # type: ignore[misc]
-        except REDIS_UNREACHABLE as error:  # rq's registries: again at the next round
-            _unreachable(self, "maintenance", error)
         try:
             counts = maintain()
             if any(counts.values()):
@@ -135,20 +135,21 @@ class _Maintaining:
     # every worker. These calls go on; the dequeue loop waits for Redis (_FairDequeuing).
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
-        try:
+        with _logged_if_unreachable(self, "heartbeat"):
             super().heartbeat(timeout, pipeline)  # type: ignore[misc]
-        except REDIS_UNREACHABLE as error:
-            _unreachable(self, "heartbeat", error)
 
     def check_for_suspension(self, burst: bool) -> None:
-        try:
+        with _logged_if_unreachable(self, "suspension check"):
             super().check_for_suspension(burst)  # type: ignore[misc]
-        except REDIS_UNREACHABLE as error:
-            _unreachable(self, "suspension check", error)
 
 
-def _unreachable(worker: Any, what: str, error: BaseException) -> None:
-    logger.warning("rq worker %s: Redis unreachable for its %s (%s)", worker.name, what, error)
+@contextlib.contextmanager
+def _logged_if_unreachable(worker: Any, what: str) -> Iterator[None]:
+    """Log, rather than raise, that Redis is unreachable for the worker's ``what``."""
+    try:
+        yield
+    except REDIS_UNREACHABLE as error:
+        logger.warning("rq worker %s: Redis unreachable for its %s (%s)", worker.name, what, error)
 
 
 class _FairDequeuing:
@@ -468,16 +469,13 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         if (now() - self._shutdown_requested_date).total_seconds() < 1:  # type: ignore[operator]
             return  # the same stop, delivered twice (worker pools do that)
         logger.warning("cold shutdown: cancelling %d running task jobs", self.running_jobs)
-        self._cancel_running()
-        raise SystemExit()
-
-    def _cancel_running(self, wait: float = 10.0) -> None:
         for running in list(self._running.values()):
             if running.future is not None:
                 running.future.cancel()
-        deadline = time.monotonic() + wait
+        deadline = time.monotonic() + 10  # seconds for the jobs to fail their tasks
         while self._running and time.monotonic() < deadline:
             time.sleep(0.05)
+        raise SystemExit()
 
     def teardown(self) -> None:
         while self._running:  # warm shutdown: the running jobs finish first
