@@ -39,14 +39,8 @@ def _apply(run_all: Callable[[list[Any]], list[Outcome]], items: list[Any]) -> l
     return run_all(items)
 
 
-_in_database_thread = db(_apply)
-
-
-async def database_hop(
-    run_all: Callable[[list[T]], list[Outcome]], items: list[T]
-) -> list[Outcome]:
-    """The :data:`Hop` to Django's thread (:func:`~mcp_tasks.core.db.db`, once per batch)."""
-    return await _in_database_thread(run_all, items)
+#: The :data:`Hop` to Django's thread (:func:`~mcp_tasks.core.db.db`, once per batch).
+database_hop = db(_apply)
 
 
 async def awaited(

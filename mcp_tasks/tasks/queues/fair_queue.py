@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rq.job import Job
+from rq.utils import as_text
 
 from ...authoring.registry import mcp
 from ...conf import get_config
@@ -329,22 +330,13 @@ def limit_of(task: Task) -> Limit | None:
     tool = mcp.tools.get(task.tool_name)
     if tool is None or tool.task.concurrency is None:
         return None
-    size = tool.task.concurrency
-    key = tool.task.concurrency_key
+    size, key = tool.task.concurrency, tool.task.concurrency_key
+    note = f"Waiting for a free slot: at most {size} {task.tool_name} task(s) run at once"
     if key is None:
-        return Limit(
-            task.tool_name,
-            size,
-            f"Waiting for a free slot: at most {size} {task.tool_name} task(s) run at once",
-        )
+        return Limit(task.tool_name, size, note)
     arguments = task.arguments if isinstance(task.arguments, dict) else {}
     value = _argument_text(arguments.get(key))
-    return Limit(
-        f"{task.tool_name}:{key}={value}",
-        size,
-        f"Waiting for a free slot: at most {size} {task.tool_name} task(s) run at once "
-        f"for {key}={value}",
-    )
+    return Limit(f"{task.tool_name}:{key}={value}", size, f"{note} for {key}={value}")
 
 
 def push_args(task: Task, job: Job, *, delay: float = 0.0) -> tuple[list[str], list[Any]]:
@@ -386,9 +378,9 @@ def take_one(connection: Any, queue: Any) -> TakenOne:
         time.time(),
         lease_seconds(),
     )
-    found = _text(job_id) if job_id else None
-    lease = Lease(queue.name, _text(limit), found) if found and limit else None
-    return TakenOne(found, lease, [_text(p) for p in parked], bool(more))
+    found = as_text(job_id) if job_id else None
+    lease = Lease(queue.name, as_text(limit), found) if found and limit else None
+    return TakenOne(found, lease, [as_text(p) for p in parked], bool(more))
 
 
 def wait_for_bell(connection: Any, queue_names: list[str], timeout: float) -> None:
@@ -451,10 +443,10 @@ class Waiting:
 def waiting(connection: Any, queue_name: str) -> Waiting:
     """A look at one queue's lines (not atomic; for operators and tests)."""
     prefix = prefix_of(queue_name)
-    principals = [_text(p) for p in connection.lrange(f"{prefix}:ring", 0, -1)]
+    principals = [as_text(p) for p in connection.lrange(f"{prefix}:ring", 0, -1)]
     ready = {p: int(connection.llen(f"{prefix}:ready:{p}")) for p in principals}
     held = {
-        _text(limit): int(connection.llen(f"{prefix}:wait:{_text(limit)}"))
+        as_text(limit): int(connection.llen(f"{prefix}:wait:{as_text(limit)}"))
         for limit in connection.smembers(f"{prefix}:held")
     }
     return Waiting(ready, held, int(connection.zcard(f"{prefix}:delayed")))
@@ -463,14 +455,7 @@ def waiting(connection: Any, queue_name: str) -> Waiting:
 def job_ids(connection: Any, queue_name: str) -> list[str]:
     """Every job id waiting in one queue: ready (in turn order), held for a limit, delayed."""
     prefix = prefix_of(queue_name)
-    found: list[str] = []
-    for principal in connection.lrange(f"{prefix}:ring", 0, -1):
-        found += [_text(j) for j in connection.lrange(f"{prefix}:ready:{_text(principal)}", 0, -1)]
-    for limit in connection.smembers(f"{prefix}:held"):
-        found += [_text(j) for j in connection.lrange(f"{prefix}:wait:{_text(limit)}", 0, -1)]
-    found += [_text(j) for j in connection.zrange(f"{prefix}:delayed", 0, -1)]
-    return found
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    lines = [f"{prefix}:ready:{as_text(p)}" for p in connection.lrange(f"{prefix}:ring", 0, -1)]
+    lines += [f"{prefix}:wait:{as_text(limit)}" for limit in connection.smembers(f"{prefix}:held")]
+    found = [job_id for line in lines for job_id in connection.lrange(line, 0, -1)]
+    return [as_text(job_id) for job_id in found + connection.zrange(f"{prefix}:delayed", 0, -1)]
