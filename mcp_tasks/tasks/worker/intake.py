@@ -65,9 +65,8 @@ class Intake:
         """Jobs one principal may run here: all slots but ``RESERVED_SLOTS`` (None: all)."""
         if not self.reserves_slots():
             return None
-        size = self.worker.slots.size
-        running: Counter[str] = Counter(list(self.principals.values()))
-        return Room(max(1, size - get_config().RESERVED_SLOTS), dict(running))
+        cap = max(1, self.worker.slots.size - get_config().RESERVED_SLOTS)
+        return Room(cap, dict(Counter(list(self.principals.values()))))
 
     def take(self, limit: int) -> Taken:
         """Start up to ``limit`` waiting jobs from the worker's queues in order."""
