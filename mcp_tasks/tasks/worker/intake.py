@@ -73,63 +73,63 @@ class Intake:
         self.worker.slots.look()
         taken_all = Taken()
         started = taken_all.started
-        to_forget = forgotten = _drain(self.succeeded)
-        released = _drain(self.released)
-        try:
-            for queue in self.worker.queues:
-                taken = self.bookkeeping.run(
-                    queue,
-                    take=limit - len(started),
-                    forgotten=forgotten,
-                    released=released,
-                    room=self.room(),
-                )
-                forgotten, released = [], []
-                started += taken.started
-                taken_all.more = taken_all.more or taken.more
-                taken_all.full = taken_all.full or taken.full
-                note_parked(taken.parked)
-                if metrics_hook.recorder is not None and (taken.full or taken.parked):
-                    metrics_hook.recorder.jobs_held_back(queue.name, taken.full, len(taken.parked))
-                if len(started) >= limit:
-                    break
-        except Exception:
-            self._give_back_later(released)
-            raise
-        finally:
-            self._forgot(to_forget)
+        forgotten, released = self._ended()
+        for queue in self.worker.queues:
+            room = self.room()
+            taken = self._trip(queue, forgotten, released, take=limit - len(started), room=room)
+            forgotten, released = [], []
+            started += taken.started
+            taken_all.more = taken_all.more or taken.more
+            taken_all.full = taken_all.full or taken.full
+            note_parked(taken.parked)
+            if metrics_hook.recorder is not None and (taken.full or taken.parked):
+                metrics_hook.recorder.jobs_held_back(queue.name, taken.full, len(taken.parked))
+            if len(started) >= limit:
+                break
         self._keep(started)
         return taken_all
 
     def start(self, queue: Any, job_id: str) -> list[Started]:
         """Start the job ``job_id`` that rq dequeued itself (with what ended meanwhile)."""
-        forgotten, released = _drain(self.succeeded), _drain(self.released)
-        try:
-            taken = self.bookkeeping.run(
-                queue, job_ids=[job_id], forgotten=forgotten, released=released
-            )
-        except Exception:
-            self._give_back_later(released)
-            raise
-        finally:
-            self._forgot(forgotten)
-        self._keep(taken.started)
-        return taken.started
+        started = self._trip(queue, *self._ended(), job_ids=[job_id]).started
+        self._keep(started)
+        return started
 
     def settle(self) -> None:
         """Forget what succeeded and give back what ended, in a round trip of their own."""
-        forgotten, released = _drain(self.succeeded), _drain(self.released)
+        forgotten, released = self._ended()
         if not forgotten and not released:
             return
         try:
-            self.bookkeeping.run(self.worker.queues[0], forgotten=forgotten, released=released)
+            self._trip(self.worker.queues[0], forgotten, released)
         except Exception:
             logger.warning(
                 "rq bookkeeping of %d jobs failed", len(forgotten) + len(released), exc_info=True
             )
-            self._give_back_later(released)
+
+    def _ended(self) -> tuple[list[Succeeded], list[Lease]]:
+        """The jobs that succeeded and the leases to give back since the last trip."""
+        return _drain(self.succeeded), _drain(self.released)
+
+    def _trip(
+        self, queue: Any, forgotten: list[Succeeded], released: list[Lease], **kwargs: Any
+    ) -> Taken:
+        """One run of the script; the leases go back to the next one should it fail."""
+        try:
+            return self.bookkeeping.run(queue, forgotten=forgotten, released=released, **kwargs)
+        except Exception:
+            for lease in released:
+                self.released.put(lease)
+            raise
         finally:
             self._forgot(forgotten)
+
+    def _keep(self, started: list[Started]) -> None:
+        for entry in started:
+            if entry.lease is not None:
+                self.leases[entry.job.id] = entry.lease
+            if entry.principal is not None:
+                self.principals[entry.job.id] = entry.principal
 
     def ended(self, job_id: str) -> None:
         """The job ``job_id`` ended (any thread): its lease goes back with the next trip."""
@@ -147,14 +147,3 @@ class Intake:
             fair_queue.renew(self.worker.connection, list(self.leases.values()))
         except Exception:
             logger.warning("renewing %d leases failed", len(self.leases), exc_info=True)
-
-    def _keep(self, started: list[Started]) -> None:
-        for entry in started:
-            if entry.lease is not None:
-                self.leases[entry.job.id] = entry.lease
-            if entry.principal is not None:
-                self.principals[entry.job.id] = entry.principal
-
-    def _give_back_later(self, released: list[Lease]) -> None:
-        for lease in released:
-            self.released.put(lease)
