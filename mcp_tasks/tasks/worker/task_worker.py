@@ -260,10 +260,6 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         freeze_startup_objects()
 
     @property
-    def loop(self) -> asyncio.AbstractEventLoop | None:
-        return self.loop_thread.loop
-
-    @property
     def runtime(self) -> Runtime | None:
         return self.loop_thread.runtime
 
@@ -287,7 +283,7 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
                 self._full = False
                 self.slots.wait_for_release(FORGET_WITHIN)
             self._keep_alive()
-            started: list[Started] = []
+            started: list[Started] | None = None
             if self._behind:
                 with contextlib.suppress(*REDIS_UNREACHABLE):
                     taken = self.intake.take(min(self.slots.free(), TAKE_AT_ONCE))
@@ -312,20 +308,17 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         self.intake.renew_leases()
         self.intake.settle()
 
-    def _wait_for_job(self, timeout: int | None, max_idle_time: int | None) -> list[Started]:
+    def _wait_for_job(self, timeout: int | None, max_idle_time: int | None) -> list[Started] | None:
         """Wait for a job, :data:`FORGET_WITHIN` at a time while jobs run (settling what
         ended), then fully (``max_idle_time`` counts from when none runs)."""
         while self._running and timeout is not None and not self._stop_requested:
-            started = self._dequeue(timeout, FORGET_WITHIN)
+            started: list[Started] | None = self._dequeue_fairly(timeout, FORGET_WITHIN)
             if started:
                 return started
             self._keep_alive()
         self.intake.settle()  # jobs are queued there before they leave the running set
-        return self._dequeue(timeout, max_idle_time)
-
-    def _dequeue(self, timeout: float | None, max_idle_time: float | None) -> list[Started]:
-        started: list[Started] | None = self._dequeue_fairly(timeout, max_idle_time)
-        return started or []
+        started = self._dequeue_fairly(timeout, max_idle_time)
+        return started
 
     def _take_one(self) -> tuple[list[Started] | None, Taken]:
         taken = self.intake.take(1)
@@ -445,7 +438,7 @@ class TaskWorker(_FairDequeuing, _Maintaining, BaseWorker):
         if payload.get("command") in ("stop-job", "stop-execution"):
             entry = self._running.get(str(payload.get("job_id")))
             task_id = task_job_args(entry.job)[0] if entry else None
-            if task_id is not None and self.loop is not None:
+            if task_id is not None and self.loop_thread.loop is not None:
                 self.loop_thread.submit(self._stop_task(task_id))
             return
         super().handle_payload(message)  # type: ignore[no-untyped-call]
