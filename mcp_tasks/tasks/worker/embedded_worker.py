@@ -70,17 +70,16 @@ def task_queues() -> list[str]:
 def refuse_in_memory_database() -> None:
     """``ImproperlyConfigured`` when tasks' rows live in an in-memory SQLite database."""
     alias = router.db_for_write(Task)
-    if not in_memory_sqlite(alias):
-        return
-    raise ImproperlyConfigured(
-        f"The embedded task worker cannot use the in-memory SQLite database {alias!r} "
-        "(Django's test database for SQLite, unless TEST['NAME'] names a file): SQLite locks "
-        "its tables between the worker's connection and the requests' and fails at once "
-        "('database table is locked'), so tasks would fail at random. In tests, use the "
-        "`mcp_tasks_worker` fixture of the mcp_tasks pytest plugin (it moves the test "
-        f"database to a temporary file), or set DATABASES[{alias!r}]['TEST'] = "
-        "{'NAME': BASE_DIR / 'test.sqlite3'}; elsewhere, give DATABASES a file's NAME."
-    )
+    if in_memory_sqlite(alias):
+        raise ImproperlyConfigured(
+            f"The embedded task worker cannot use the in-memory SQLite database {alias!r} "
+            "(Django's test database for SQLite, unless TEST['NAME'] names a file): SQLite "
+            "locks its tables between the worker's connection and the requests' and fails at "
+            "once ('database table is locked'), so tasks would fail at random. In tests, use "
+            "the `mcp_tasks_worker` fixture of the mcp_tasks pytest plugin (it moves the test "
+            f"database to a temporary file), or set DATABASES[{alias!r}]['TEST'] = "
+            "{'NAME': BASE_DIR / 'test.sqlite3'}; elsewhere, give DATABASES a file's NAME."
+        )
 
 
 def _run(worker: Any) -> None:
