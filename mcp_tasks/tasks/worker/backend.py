@@ -232,17 +232,12 @@ class TaskBackend:
 
     def _woken_with(self, keys: list[str | None], answers: list[Any]) -> list[Any] | None:
         """The answers with the missing ones from the wake-up; None if it lacks one."""
-        brought = self.watch.answers
-        if not all(
-            key in brought
-            for key, answer in zip(keys, answers, strict=True)
-            if key and answer is None
-        ):
-            return None
-        return [
-            brought[key] if key and answer is None else answer
+        brought = self.watch.answers  # never None: a wake-up carries only answers given
+        woken = [
+            brought.get(key) if key and answer is None else answer
             for key, answer in zip(keys, answers, strict=True)
         ]
+        return woken if _all_answered(keys, woken) else None
 
     def _unanswerable(self, method: str, why: str) -> dict[str, Any]:
         if method == "elicitation/create":
