@@ -40,8 +40,7 @@ _loops = threading.local()
 def _loop() -> asyncio.AbstractEventLoop:
     loop = getattr(_loops, "loop", None)
     if loop is None or loop.is_closed():
-        loop = asyncio.new_event_loop()
-        _loops.loop = loop
+        loop = _loops.loop = asyncio.new_event_loop()
     return loop
 
 
@@ -230,8 +229,7 @@ async def _run_claimed(
 
 
 def _job_span(task: Task) -> contextlib.AbstractContextManager[object]:
-    """The job's span while tracing (child of the creating request's, whose trace context the
-    task's snapshot keeps), else nothing."""
+    """The job's span while tracing (child of the creating request's, kept in the snapshot)."""
     tracer = trace_hook.tracer
     if tracer is None:
         return contextlib.nullcontext()
