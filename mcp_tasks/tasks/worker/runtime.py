@@ -117,9 +117,7 @@ class Slots:
         """Take a slot from async code, waiting in line when none is free."""
         with self._lock:
             if self.used < self.size and not self._waiters:
-                self.used += 1
-                if metrics_hook.recorder is not None:
-                    metrics_hook.recorder.slots_changed(1, 0)
+                self.take_now()  # the lock is reentrant (Condition's RLock)
                 return
             loop = asyncio.get_running_loop()
             future: asyncio.Future[None] = loop.create_future()
