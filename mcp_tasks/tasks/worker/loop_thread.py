@@ -33,7 +33,7 @@ class LoopThread:
         self._thread: threading.Thread | None = None
         self._executor: ThreadPoolExecutor | None = None
 
-    def start(self) -> Runtime:
+    def start(self) -> None:
         """Start the loop and, on it, the runtime (joined to its wake-up group)."""
         loop = new_event_loop()
         self._executor = ThreadPoolExecutor(
@@ -46,7 +46,6 @@ class LoopThread:
         )
         self._thread.start()
         self.runtime = self.call(self._start_runtime())
-        return self.runtime
 
     async def _start_runtime(self) -> Runtime:
         runtime = runtime_for_loop(self.slots, loop_database=True)

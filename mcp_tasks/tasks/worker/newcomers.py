@@ -47,7 +47,6 @@ class NewcomerListener:
         self._thread.join(STOP_CHECK + 1)
 
     def _run(self) -> None:
-        self._wait = 0.1
         while not self._stopped.is_set():
             try:
                 self._listen()
