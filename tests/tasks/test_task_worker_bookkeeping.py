@@ -122,6 +122,41 @@ def test_waiting_jobs_are_taken_together_in_queue_order_and_kept_in_rqs_registri
         connection.delete(key)
 
 
+def test_jobs_taken_from_one_queue_are_kept_when_the_next_queue_fails(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connection = Redis.from_url(redis_url)
+    first, second = (
+        Queue(f"{name}-{secrets.token_hex(4)}", connection=connection)
+        for name in ("first", "second")
+    )
+    jobs = [first.enqueue(record, number, result_ttl=60) for number in range(2)]
+    later = second.enqueue(record, 2, result_ttl=60)
+    worker = EmbeddedTaskWorker([first, second], connection=connection, concurrency=4)
+    run = worker.intake.bookkeeping.run
+    failures: list[str] = []
+
+    def second_fails_once(queue: Queue, **kwargs: Any) -> Taken:
+        if queue.name == second.name and not failures:
+            failures.append(queue.name)
+            raise ConnectionError("the second queue's trip failed")
+        return run(queue, **kwargs)
+
+    monkeypatch.setattr(worker.intake.bookkeeping, "run", second_fails_once)
+    taken = worker.intake.take(4)
+
+    assert failures == [second.name]
+    assert [entry.job.id for entry in taken.started] == [job.id for job in jobs]
+    assert taken.more  # the failed queue is tried again at once
+    assert first.started_job_registry.get_job_ids() == [job.id for job in jobs]
+    assert second.get_job_ids() == [later.id]  # still waiting, not lost
+    retaken = worker.intake.take(4)
+    assert [entry.job.id for entry in retaken.started] == [later.id]
+    for queue in (first, second):
+        for key in (queue.key, queue.intermediate_queue_key, queue.started_job_registry.key):
+            connection.delete(key)
+
+
 def test_task_jobs_that_succeed_are_forgotten_and_an_idle_worker_waits_long_again(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

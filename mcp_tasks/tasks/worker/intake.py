@@ -76,7 +76,15 @@ class Intake:
         forgotten, released = self._ended()
         for queue in self.worker.queues:
             room = self.room()
-            taken = self._trip(queue, forgotten, released, take=limit - len(started), room=room)
+            try:
+                taken = self._trip(queue, forgotten, released, take=limit - len(started), room=room)
+            except Exception:
+                if not started:
+                    raise
+                # What the queues before it started runs; this one is tried again at once.
+                logger.warning("taking jobs from queue %s failed", queue.name, exc_info=True)
+                taken_all.more = True
+                break
             forgotten, released = [], []
             started += taken.started
             taken_all.more = taken_all.more or taken.more
