@@ -90,22 +90,36 @@ def _cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     return connection.make_cursor(raw)  # type: ignore[arg-type]
 
 
+def _fetch_one(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> Any:
+    """The first row of one statement (None: no row)."""
+    with _cursor(connection) as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+
 TASK_COLUMNS = Columns(Task, "t")
 _SNAPSHOT = Columns(TaskSnapshot, "s")
+
+
+def _join_snapshot(connection: BaseDatabaseWrapper, tasks: str) -> str:
+    """SELECT task and snapshot columns FROM ``tasks`` (aliased ``t``) joined to its snapshot."""
+    quote = connection.ops.quote_name
+    return (
+        f"SELECT {TASK_COLUMNS.sql(connection)}, {_SNAPSHOT.sql(connection)} FROM {tasks} "
+        f"INNER JOIN {quote(TaskSnapshot._meta.db_table)} {quote('s')} "
+        f"ON {quote('s')}.{quote(column_of(TaskSnapshot, 'task'))} = "
+        f"{quote('t')}.{quote(column_of(Task, 'id'))}"
+    )
 
 
 @functools.lru_cache(maxsize=8)
 def _task_with_snapshot_sql(alias: str) -> str:
     connection = connections[alias]
     quote = connection.ops.quote_name
-    task_id = quote(column_of(Task, "id"))
-    snapshot_task = quote(column_of(TaskSnapshot, "task"))
+    tasks = f"{quote(Task._meta.db_table)} {quote('t')}"
     return (
-        f"SELECT {TASK_COLUMNS.sql(connection)}, {_SNAPSHOT.sql(connection)} "
-        f"FROM {quote(Task._meta.db_table)} {quote('t')} "
-        f"INNER JOIN {quote(TaskSnapshot._meta.db_table)} {quote('s')} "
-        f"ON {quote('s')}.{snapshot_task} = {quote('t')}.{task_id} "
-        f"WHERE {quote('t')}.{task_id} = %s"
+        f"{_join_snapshot(connection, tasks)} "
+        f"WHERE {quote('t')}.{quote(column_of(Task, 'id'))} = %s"
     )
 
 
@@ -138,18 +152,14 @@ def locked_task(
 ) -> Task | None:
     """The task, row locked for the transaction (``principal_scope``: if it owns it)."""
     connection = connections[using]
-    with _cursor(connection) as cursor:
-        cursor.execute(_task_sql(using, True), [task_id])
-        row = cursor.fetchone()
+    row = _fetch_one(connection, _task_sql(using, True), [task_id])
     return owned(row, connection, principal_scope)
 
 
 def task_of(task_id: str, principal_scope: str, using: str = "default") -> Task | None:
     """The task ``task_id`` if ``principal_scope`` owns it (expired ones included)."""
     connection = connections[using]
-    with _cursor(connection) as cursor:
-        cursor.execute(_task_sql(using, False), [task_id])
-        row = cursor.fetchone()
+    row = _fetch_one(connection, _task_sql(using, False), [task_id])
     return owned(row, connection, principal_scope)
 
 
@@ -195,9 +205,7 @@ async def awaiting_questions(database: LoopDatabase, task_id: str) -> list[Waiti
 def task_with_snapshot(task_id: str, using: str = "default") -> Task | None:
     """The task with its snapshot loaded (``task.snapshot`` costs no query)."""
     connection = connections[using]
-    with _cursor(connection) as cursor:
-        cursor.execute(_task_with_snapshot_sql(using), [task_id])
-        row = cursor.fetchone()
+    row = _fetch_one(connection, _task_with_snapshot_sql(using), [task_id])
     return None if row is None else _with_snapshot(row, connection)
 
 
@@ -257,13 +265,9 @@ def _claim_sql(alias: str, changed: tuple[str, ...], conditions: tuple[str, ...]
     connection = connections[alias]
     quote = connection.ops.quote_name
     returning = ", ".join(quote(str(field.column)) for field in TASK_COLUMNS.fields)
-    snapshot_task = quote(column_of(TaskSnapshot, "task"))
     return (
         f"WITH {quote('t')} AS ({update_sql(alias, changed, conditions)} "
-        f"RETURNING {returning}) "
-        f"SELECT {TASK_COLUMNS.sql(connection)}, {_SNAPSHOT.sql(connection)} FROM {quote('t')} "
-        f"INNER JOIN {quote(TaskSnapshot._meta.db_table)} {quote('s')} "
-        f"ON {quote('s')}.{snapshot_task} = {quote('t')}.{quote(column_of(Task, 'id'))}"
+        f"RETURNING {returning}) {_join_snapshot(connection, quote('t'))}"
     )
 
 
@@ -276,12 +280,8 @@ def claim_task(
         if not update_task(task_id, when, changes, using):
             return None
         return task_with_snapshot(task_id, using)
-    with _cursor(connection) as cursor:
-        cursor.execute(
-            _claim_sql(using, tuple(changes), ("id", *when)),
-            update_params(connection, task_id, when, changes),
-        )
-        row = cursor.fetchone()
+    sql = _claim_sql(using, tuple(changes), ("id", *when))
+    row = _fetch_one(connection, sql, update_params(connection, task_id, when, changes))
     return None if row is None else _with_snapshot(row, connection)
 
 
@@ -307,12 +307,19 @@ async def aclaim_task(
     return None if row is None else _with_snapshot(row, database.wrapper)
 
 
-@functools.lru_cache(maxsize=8)
-def _insert_sql(alias: str, model: type[Model]) -> str:
-    quote = connections[alias].ops.quote_name
-    columns = [quote(str(field.column)) for field in model._meta.concrete_fields]
-    values = ", ".join(["%s"] * len(columns))
-    return f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(columns)}) VALUES ({values})"
+@functools.lru_cache(maxsize=16)
+def _insert_sql(alias: str, model: type[Model], typed: bool = False) -> str:
+    """INSERT of one row; ``typed``: ``SELECT %s::type, ...`` (typed as VALUES would be) to
+    which a WHERE can be added."""
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    fields = model._meta.concrete_fields
+    columns = ", ".join(quote(str(field.column)) for field in fields)
+    into = f"INSERT INTO {quote(model._meta.db_table)} ({columns})"
+    if typed:
+        values = ", ".join(f"%s::{field.db_type(connection)}" for field in fields)
+        return f"{into} SELECT {values}"
+    return f"{into} VALUES ({', '.join(['%s'] * len(fields))})"
 
 
 #: Limits on a new task: ``(column, value, limit)``, e.g. ``("principal_scope", "user:7", 1000)``.
@@ -332,21 +339,6 @@ def _active_count_sql(connection: BaseDatabaseWrapper, column: str) -> str:
     )
 
 
-def _quota_params(quotas: Quotas) -> list[Any]:
-    return [param for _, value, limit in quotas for param in (value, limit, limit)]
-
-
-@functools.lru_cache(maxsize=8)
-def _typed_select(alias: str, model: type[Model]) -> str:
-    """``INSERT INTO <model> (columns) SELECT %s::type, ...``: typed, as VALUES would be."""
-    connection = connections[alias]
-    quote = connection.ops.quote_name
-    fields = model._meta.concrete_fields
-    columns = ", ".join(quote(str(field.column)) for field in fields)
-    values = ", ".join(f"%s::{field.db_type(connection)}" for field in fields)
-    return f"INSERT INTO {quote(model._meta.db_table)} ({columns}) SELECT {values}"
-
-
 @functools.lru_cache(maxsize=8)
 def _insert_task_sql(alias: str, limited_by: tuple[str, ...] = ()) -> str:
     """PostgreSQL: task and snapshot in one statement; ``limited_by``: only under those quotas."""
@@ -359,9 +351,18 @@ def _insert_task_sql(alias: str, limited_by: tuple[str, ...] = ()) -> str:
         )
     under = " AND ".join(f"({_active_count_sql(connection, column)}) < %s" for column in limited_by)
     return (
-        f"WITH {quote('t')} AS ({_typed_select(alias, Task)} WHERE {under} RETURNING 1) "
-        f"{_typed_select(alias, TaskSnapshot)} FROM {quote('t')}"
+        f"WITH {quote('t')} AS ({_insert_sql(alias, Task, typed=True)} WHERE {under} "
+        f"RETURNING 1) {_insert_sql(alias, TaskSnapshot, typed=True)} FROM {quote('t')}"
     )
+
+
+def _insert_task_statement(
+    connection: BaseDatabaseWrapper, task: Task, snapshot: TaskSnapshot, quotas: Quotas
+) -> tuple[str, list[Any]]:
+    """PostgreSQL's one statement of :func:`insert_task`, and its parameters."""
+    limits = [param for _, value, limit in quotas for param in (value, limit, limit)]
+    params = _insert_params(task, connection) + limits + _insert_params(snapshot, connection)
+    return _insert_task_sql(connection.alias, tuple(column for column, _, _ in quotas)), params
 
 
 def _under_quotas(quotas: Quotas, using: str) -> bool:
@@ -392,10 +393,8 @@ def insert_task(
                 return False
             insert(task, snapshot, using=using)
         return True
-    params = _insert_params(task, connection)
-    params += _quota_params(quotas) + _insert_params(snapshot, connection)
     with _cursor(connection) as cursor:
-        cursor.execute(_insert_task_sql(using, tuple(c for c, _, _ in quotas)), params)
+        cursor.execute(*_insert_task_statement(connection, task, snapshot, quotas))
         written = bool(cursor.rowcount > 0)
     if written:
         inserted(using, task, snapshot)
@@ -406,12 +405,9 @@ async def ainsert_task(
     database: LoopDatabase, task: Task, snapshot: TaskSnapshot, quotas: Quotas = ()
 ) -> bool:
     """:func:`insert_task` (PostgreSQL's one statement), sent from the event loop."""
-    connection = database.wrapper
-    params = _insert_params(task, connection)
-    params += _quota_params(quotas) + _insert_params(snapshot, connection)
     import psycopg
 
-    sql = _insert_task_sql(database.alias, tuple(c for c, _, _ in quotas))
+    sql, params = _insert_task_statement(database.wrapper, task, snapshot, quotas)
     try:
         count, _ = await database.fetch_one(sql, params)
     except psycopg.errors.UniqueViolation:
