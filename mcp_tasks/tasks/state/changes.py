@@ -107,11 +107,8 @@ def finish(
 ) -> bool:
     result, error, message = jsontext.storable((result, error, message), f"end of task {task_id}")
     with transaction.atomic():
-        try:
-            task = locked(task_id)
-        except Task.DoesNotExist:
-            return False
-        if task.is_terminal:
+        task = rows.locked_task(task_id)
+        if task is None or task.is_terminal:
             return False
         end_locked(
             task, status, wake=wake, result=result, error=error, status_message=message[:2000]
@@ -193,39 +190,36 @@ def _completion(task_id: str, result: dict[str, Any]) -> tuple[dict[str, Any], d
 FINAL_FIELDS_MAX = 16 * 1024
 
 
-def final_fields(changes: dict[str, Any]) -> dict[str, Any] | None:
-    """What a wake-up carries of a task that ended with ``changes`` (None: too large). The
-    outcome travels as JSON text: msgpack cannot carry integers past 64 bits."""
-    outcome = json.dumps(
-        {"result": changes.get("result"), "error": changes.get("error")},
-        separators=(",", ":"),
-    )
-    if len(outcome) > FINAL_FIELDS_MAX:
+def _carried(
+    status: str, status_message: str, updated_at: datetime, name: str, value: Any
+) -> dict[str, Any] | None:
+    """A wake-up's fields: the task's new state and ``value`` as JSON text (None: too large).
+    JSON text, as msgpack cannot carry integers past 64 bits."""
+    text = json.dumps(value, separators=(",", ":"))
+    if len(text) > FINAL_FIELDS_MAX:
         return None
     return {
-        "status": str(changes["status"]),
-        "status_message": changes["status_message"],
-        "updated_at": changes["updated_at"].isoformat(),
-        "outcome": outcome,
+        "status": status,
+        "status_message": status_message,
+        "updated_at": updated_at.isoformat(),
+        name: text,
     }
+
+
+def final_fields(changes: dict[str, Any]) -> dict[str, Any] | None:
+    """What a wake-up carries of a task that ended with ``changes`` (None: too large)."""
+    outcome = {"result": changes.get("result"), "error": changes.get("error")}
+    status = str(changes["status"])
+    return _carried(status, changes["status_message"], changes["updated_at"], "outcome", outcome)
 
 
 def asked_fields(
     status_message: str, updated_at: datetime, questions: Sequence[InputRequest]
 ) -> dict[str, Any] | None:
     """What a wake-up carries of a task that asked the client ``questions`` (None: too large)."""
-    asked = json.dumps(
-        [[question.key, question.method, question.params] for question in questions],
-        separators=(",", ":"),
-    )
-    if len(asked) > FINAL_FIELDS_MAX:
-        return None
-    return {
-        "status": str(TaskStatus.INPUT_REQUIRED),
-        "status_message": status_message,
-        "updated_at": updated_at.isoformat(),
-        "questions": asked,
-    }
+    asked = [[question.key, question.method, question.params] for question in questions]
+    status = str(TaskStatus.INPUT_REQUIRED)
+    return _carried(status, status_message, updated_at, "questions", asked)
 
 
 def with_fields(task: Task, fields: dict[str, Any]) -> Task:
