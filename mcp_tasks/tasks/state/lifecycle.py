@@ -78,8 +78,9 @@ def create_task(new: NewTask) -> Task:
         raise _over_quota(task, quotas)
     outbox.signal(signals.task_created, task_id=task.id, task=task)
     outbox.announce(task.id, "task_created")
-    if metrics_hook.recorder is not None:
-        _count_created(metrics_hook.recorder, task.tool_name)
+    recorder = metrics_hook.recorder
+    if recorder is not None:
+        outbox.after_commit(lambda: recorder.task_created(task.tool_name))
     try:
         queue.enqueue(task)
     except Exception as exc:
@@ -114,10 +115,6 @@ async def _acreate_task(new: NewTask) -> Task:
     except Exception as exc:
         await db(_not_queued)(task, exc)
     return task
-
-
-def _count_created(recorder: metrics_hook.Recorder, tool: str) -> None:
-    outbox.after_commit(lambda: recorder.task_created(tool))
 
 
 def _first_start(task: Task | None, run: int | None) -> Task | None:
@@ -211,10 +208,6 @@ def _prior_answers(new: NewTask) -> dict[str, Any]:
     return {"prepared": new.prepared, "trace": trace_hook.tracer.carrier()}
 
 
-def _live(queryset: Any) -> Any:
-    return queryset.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
-
-
 def _found(task_id: Any, task: Task | None) -> Task:
     """``task`` as read for its owner; :class:`TaskNotFound` when missing or expired."""
     if task is None or expired(task):
@@ -255,7 +248,8 @@ def find_task(task_id: str) -> Task | None:
 
 def list_tasks(principal_scope: str) -> Any:
     """The caller's live tasks, newest first."""
-    return _live(Task.objects.filter(principal_scope=principal_scope)).order_by("-created_at", "id")
+    live = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    return Task.objects.filter(live, principal_scope=principal_scope).order_by("-created_at", "id")
 
 
 async def aowned_task_ids(task_ids: list[str], principal_scope: str) -> list[str]:
@@ -316,11 +310,10 @@ def _claim(
         "heartbeat_at": now,
         "worker_name": worker_name[:255],
         "waiting_for": WaitingFor.NOTHING,
+        "status_message": "Working" if run == 0 else "Resumed",
     }
     if run == 0:
-        changes.update(status_message="Working", started_at=now)
-    else:
-        changes["status_message"] = "Resumed"
+        changes["started_at"] = now
     changes["updated_at"] = now
     unheld = {"status": TaskStatus.WORKING, "runs": run, f"heartbeat_at{rows.NULL_OR}": now}
     return unheld, changes
@@ -331,7 +324,7 @@ def retry_later(task_id: str, run: int, attempts: int, delay: float, why: str) -
     why = jsontext.storable(why, f"the failure of task {task_id}")[:500]
     with transaction.atomic():
         task = locked(task_id)
-        if task.is_terminal or task.status != TaskStatus.WORKING or task.runs != run:
+        if task.status != TaskStatus.WORKING or task.runs != run:
             return False
         attempt = task.attempt + 1
         touch(
