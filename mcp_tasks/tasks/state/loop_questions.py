@@ -30,6 +30,8 @@ from .questions import (
     new_question,
     question_text,
     suffixed_key,
+    tell_answered,
+    tell_asked,
     validate_answer,
 )
 from .rows import TASK_COLUMNS, Columns, column_of, inserted, owned, update_params, update_sql
@@ -136,16 +138,8 @@ async def aask_all(
         request.pk = pk
     inserted(database.alias, *new)
     if _told_anyone():
-        await db(_tell_asked)(task_id, new)
+        await db(tell_asked)(task_id, TaskStatus.WORKING, new)
     return new, asked_fields(status_message, updated_at, new)
-
-
-def _tell_asked(task_id: str, new: list[InputRequest]) -> None:
-    """What :func:`~.questions.ask_all` tells others, for :func:`aask_all`'s round."""
-    status_changed(task_id, TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED)
-    outbox.announce(task_id, "question_asked")
-    for request in new:
-        outbox.signal(signals.question_asked, task_id=task_id, question=request)
 
 
 @functools.lru_cache(maxsize=8)
@@ -281,11 +275,4 @@ async def aanswer(
 def _tell_answered(task_id: str, request: InputRequest) -> None:
     """What :func:`~.questions.answer` tells others, for :func:`aanswer`'s answer."""
     status_changed(task_id, TaskStatus.INPUT_REQUIRED, TaskStatus.WORKING)
-    outbox.announce(task_id, "question_answered")
-    outbox.signal(
-        signals.question_answered,
-        task_id=task_id,
-        question=request,
-        answered_by=request.answered_by,
-        user=None,
-    )
+    tell_answered(request)

@@ -90,10 +90,6 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def _same_question(request: InputRequest, method: str, params: dict[str, Any]) -> bool:
-    return request.method == method and _canonical(request.params) == _canonical(params)
-
-
 def ask(
     task_id: str,
     sequence: int,
@@ -164,13 +160,8 @@ def ask_all(
             new.append(request)
         if new:
             InputRequest.objects.bulk_create(new)
+            tell_asked(task_id, task.status, new)
             for_client = [request for request in new if not request.for_staff]
-            if for_client:
-                status_changed(task_id, task.status, TaskStatus.INPUT_REQUIRED)
-            outbox.announce(task_id, "question_asked")
-            if signals.listened(signals.question_asked):
-                for request in new:
-                    outbox.signal(signals.question_asked, task_id=task_id, question=request)
             if for_client:
                 last = for_client[-1]
                 touch(
@@ -188,6 +179,17 @@ def ask_all(
                     waiting_worker=worker_name[:255],
                 )
     return round_
+
+
+def tell_asked(task_id: str, status: str, new: Sequence[InputRequest]) -> None:
+    """Tell, after commit, that a task in ``status`` asked ``new`` (input required if any is
+    for the client)."""
+    if any(not request.for_staff for request in new):
+        status_changed(task_id, status, TaskStatus.INPUT_REQUIRED)
+    outbox.announce(task_id, "question_asked")
+    if signals.listened(signals.question_asked):
+        for request in new:
+            outbox.signal(signals.question_asked, task_id=task_id, question=request)
 
 
 def suffixed_key(method: str, sequence: int, key: str | None = None) -> str:
@@ -213,7 +215,7 @@ def new_question(
 def _check_replay(
     existing: InputRequest, sequence: int, method: str, params: dict[str, Any]
 ) -> None:
-    if not _same_question(existing, method, params):
+    if existing.method != method or _canonical(existing.params) != _canonical(params):
         raise ReplayMismatch(
             f"on resume the tool asked question {sequence} differently "
             f"(first: {existing.method} {question_text(existing.method, existing.params)!r}; "
@@ -450,6 +452,11 @@ def store_answer(
             "answered_at",
         ]
     )
+    tell_answered(request)
+
+
+def tell_answered(request: InputRequest) -> None:
+    """Tell, after commit, that ``request`` was answered."""
     outbox.announce(request.task_id, "question_answered")
     outbox.signal(
         signals.question_answered,
