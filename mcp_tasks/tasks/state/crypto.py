@@ -30,13 +30,6 @@ def _cipher(secret: str | bytes) -> AESGCM:
     return AESGCM(HKDF(algorithm=SHA256(), length=32, salt=None, info=_INFO).derive(raw))
 
 
-def _ciphers() -> list[AESGCM]:
-    return [
-        _cipher(settings.SECRET_KEY),
-        *(_cipher(k) for k in getattr(settings, "SECRET_KEY_FALLBACKS", [])),
-    ]
-
-
 def seal(value: Any) -> str:
     """Encrypt a JSON-serialisable value with the current ``SECRET_KEY``."""
     nonce = os.urandom(12)
@@ -59,9 +52,9 @@ def unseal(token: str) -> Any:
     if len(data) < 12 + 16:  # nonce + GCM tag
         raise SnapshotDecryptionError("the task's context snapshot is corrupt")
     nonce, ciphertext = data[:12], data[12:]
-    for cipher in _ciphers():
+    for secret in [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]:
         try:
-            return json.loads(cipher.decrypt(nonce, ciphertext, _VERSION))
+            return json.loads(_cipher(secret).decrypt(nonce, ciphertext, _VERSION))
         except InvalidTag:
             continue
     raise SnapshotDecryptionError(

@@ -53,7 +53,8 @@ def send_due() -> int:
             "%d question(s) wait, but nobody to e-mail them to", len(questions) - len(listed)
         )
     for address, theirs in mails.items():
-        _send(theirs, address)
+        subject, body = compose(theirs)
+        EmailMessage(subject, body, to=[address]).send()
     return len(listed)
 
 
@@ -133,11 +134,6 @@ def compose(questions: list[InputRequest]) -> tuple[str, str]:
 
 def _question(question: InputRequest) -> str:
     return " ".join(question_text(question.method, question.params or {}).split())
-
-
-def _send(questions: list[InputRequest], address: str) -> None:
-    subject, body = compose(questions)
-    EmailMessage(subject, body, to=[address]).send()
 
 
 # -- sending at once, off the asking thread ---------------------------------------------------

@@ -85,12 +85,10 @@ def unserved_queues() -> dict[str, str]:
         waiting_for=WaitingFor.STAFF
     )
     names = sorted(set(waiting.values_list("queue", flat=True)))
-    unserved = {}
-    for name in names:
-        workers = queue.queue_workers(name)
-        if workers.task == 0:
-            unserved[name] = unserved_reason(name, workers)
-    return unserved
+    workers = {name: queue.queue_workers(name) for name in names}
+    return {
+        name: unserved_reason(name, found) for name, found in workers.items() if found.task == 0
+    }
 
 
 def may_be_lost(task: Task) -> bool:

@@ -44,19 +44,6 @@ class Columns:
         quote = connection.ops.quote_name
         return ", ".join(f"{quote(self.alias)}.{quote(str(field.column))}" for field in self.fields)
 
-    def converters(self, connection: BaseDatabaseWrapper) -> list[tuple[int, Any, list[Converter]]]:
-        """``(index, column expression, converters)`` of the columns that need converting."""
-        found: list[tuple[int, Any, list[Converter]]] = []
-        for index, field in enumerate(self.fields):
-            column = field.get_col(self.alias)
-            chain = [
-                *connection.ops.get_db_converters(column),
-                *field.get_db_converters(connection),
-            ]
-            if chain:
-                found.append((index, column, chain))
-        return found
-
     def build(self, values: Sequence[Any], connection: BaseDatabaseWrapper) -> Any:
         row = list(values)
         for index, column, chain in _converters(self, connection.alias):
@@ -69,7 +56,15 @@ class Columns:
 
 @functools.lru_cache(maxsize=32)
 def _converters(columns: Columns, alias: str) -> list[tuple[int, Any, list[Converter]]]:
-    return columns.converters(connections[alias])
+    """``(index, column expression, converters)`` of the columns that need converting."""
+    connection = connections[alias]
+    found: list[tuple[int, Any, list[Converter]]] = []
+    for index, field in enumerate(columns.fields):
+        column = field.get_col(columns.alias)
+        chain = [*connection.ops.get_db_converters(column), *field.get_db_converters(connection)]
+        if chain:
+            found.append((index, column, chain))
+    return found
 
 
 def column_of(model: type[Model], name: str) -> str:
