@@ -130,11 +130,7 @@ def _first_start(task: Task | None, run: int | None) -> Task | None:
 def _not_queued(task: Task, exc: Exception) -> None:
     """The job of the new ``task`` could not be queued: the task fails; raises."""
     logger.error("could not queue task %s", task.id, exc_info=exc, extra=log_fields.of(task))
-    fail(
-        task.id,
-        {"code": INTERNAL_ERROR, "message": "The task could not be queued"},
-        "The task could not be queued",
-    )
+    fail(task.id, {"code": INTERNAL_ERROR, "message": "The task could not be queued"})
     raise RuntimeError("the task queue is unavailable") from exc
 
 

@@ -215,7 +215,6 @@ async def aanswer(
         raise TaskNotFound(task_id)
     if task is None or task.is_terminal:
         return False
-    assert row is not None
     if row[width] is None:  # no question with this key
         return False
     request: InputRequest = _QUESTION.build(row[width : width + len(_QUESTION.fields)], connection)

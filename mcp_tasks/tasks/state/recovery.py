@@ -29,15 +29,9 @@ def check_liveness(task: Task) -> bool:
     if not may_be_lost(task):
         return False
     if task.heartbeat_at is not None:
-        lost_after = get_config().TASK_LOST_AFTER
-        return fail(
-            task.id,
-            {
-                "code": INTERNAL_ERROR,
-                "message": "The worker running this task stopped unexpectedly",
-            },
-            f"The worker running this task stopped unexpectedly (no heartbeat for {lost_after:g}s)",
-        )
+        stopped = "The worker running this task stopped unexpectedly"
+        silence = f"no heartbeat for {get_config().TASK_LOST_AFTER:g}s"
+        return fail(task.id, {"code": INTERNAL_ERROR, "message": stopped}, f"{stopped} ({silence})")
     if not queue.job_exists(task):
         return requeue_lost(task.id)
     return _note_unserved(task)
