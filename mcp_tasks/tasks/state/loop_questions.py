@@ -98,9 +98,7 @@ def _new_questions(
         sequence = first_sequence + offset
         key = key if key is not None else suffixed_key(method, sequence)
         new.append(new_question(task_id, sequence, method, params, key, now))
-    if len({request.key for request in new}) < len(new):
-        return None
-    return new
+    return new if len({request.key for request in new}) == len(new) else None
 
 
 async def aask_all(

@@ -7,6 +7,7 @@ mailed at most once (claimed in the database); answered ones are left out."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -61,12 +62,9 @@ def send_due() -> int:
 def mail_plan(questions: list[InputRequest]) -> dict[str, list[InputRequest]]:
     """Each address with the questions its user may answer (``NOTIFY_RECIPIENTS``: all)."""
     plan: dict[str, list[InputRequest]] = {}
-    holders: dict[tuple[str, str], list[str]] = {}
+    addresses = functools.cache(recipient_addresses)  # one query per permission and group
     for question in questions:
-        who = _who_answers(question)
-        if who not in holders:
-            holders[who] = recipient_addresses(*who)
-        for address in holders[who]:
+        for address in addresses(*_who_answers(question)):
             plan.setdefault(address, []).append(question)
     return plan
 
