@@ -119,13 +119,7 @@ def finish(
 def end_locked(task: Task, status: str, *, wake: bool, **fields: Any) -> None:
     """End locked, non-terminal ``task``: status, fields, signals, metric, questions closed."""
     status_changed(task.id, task.status, status)
-    touch(
-        task,
-        status=status,
-        **fields,
-        finished_at=timezone.now(),
-        waiting_for=WaitingFor.NOTHING,
-    )
+    touch(task, status=status, **fields, finished_at=timezone.now(), waiting_for=WaitingFor.NOTHING)
     if metrics_hook.recorder is not None:
         count_finished_on_commit(metrics_hook.recorder, task)
     task.input_requests.filter(status=InputRequestStatus.PENDING).update(

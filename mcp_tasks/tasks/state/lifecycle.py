@@ -20,24 +20,10 @@ from ...core import log_fields, metrics_hook, trace_hook
 from ...core.db import db
 from ...core.jsonrpc import INTERNAL_ERROR
 from ...core.task_contract import Caller, NewTask, QuotaExceeded, TaskNotFound
-from ...models import (
-    TERMINAL_STATUSES,
-    Task,
-    TaskSnapshot,
-    TaskStatus,
-    WaitingFor,
-)
+from ...models import TERMINAL_STATUSES, Task, TaskSnapshot, TaskStatus, WaitingFor
 from ..queues import fair_queue, loop_redis, queue
 from . import crypto, outbox, rows
-from .changes import (
-    add_log,
-    end_locked,
-    expired,
-    fail,
-    id_of,
-    locked,
-    touch,
-)
+from .changes import add_log, end_locked, expired, fail, id_of, locked, touch
 from .loop_database import LoopDatabase
 from .recovery import check_liveness, may_be_lost
 

@@ -112,10 +112,7 @@ Asked = (
 
 
 def ask_all(
-    task_id: str,
-    first_sequence: int,
-    questions: Sequence[Asked],
-    worker_name: str,
+    task_id: str, first_sequence: int, questions: Sequence[Asked], worker_name: str
 ) -> list[InputRequest]:
     """Record a round of questions from ``first_sequence`` in one transaction: the task goes
     ``input_required`` (staff only: stays ``working``). On replay recorded questions return

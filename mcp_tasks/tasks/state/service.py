@@ -18,15 +18,7 @@ change. Functions are sync (ORM) unless named ``a…`` (async callers use
 
 from __future__ import annotations
 
-from .changes import (
-    FINAL_FIELDS_MAX,
-    acomplete,
-    add_log,
-    complete,
-    fail,
-    final_fields,
-    with_fields,
-)
+from .changes import FINAL_FIELDS_MAX, acomplete, add_log, complete, fail, final_fields, with_fields
 from .lifecycle import (
     abegin_run,
     acreate_task,
