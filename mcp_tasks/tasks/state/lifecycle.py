@@ -276,8 +276,7 @@ async def abegin_run(
     claimed_at: datetime | None = None,
 ) -> Task | None:
     """:func:`begin_run` of a numbered job, sent from the worker's event loop."""
-    claim = _claim(worker_name, run, claimed_at)
-    task = await rows.aclaim_task(database, task_id, *claim)
+    task = await rows.aclaim_task(database, task_id, *_claim(worker_name, run, claimed_at))
     return task if metrics_hook.recorder is None else _first_start(task, run)
 
 

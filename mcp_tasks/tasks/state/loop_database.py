@@ -176,8 +176,7 @@ class LoopDatabase:
 
 
 def _returns_rows(cursor: Any) -> bool:
-    """The statement returns rows (``cursor.description`` would say so by building its
-    columns)."""
+    """The statement returns rows (``cursor.description`` would build its columns to say so)."""
     result = cursor.pgresult
     return result is not None and result.nfields > 0
 

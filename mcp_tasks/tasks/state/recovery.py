@@ -97,16 +97,12 @@ def may_be_lost(task: Task) -> bool:
     return waited > timedelta(seconds=config.TASK_REQUEUE_AFTER)
 
 
-def _job_lost(task: Task) -> bool:
-    """Queued (never started this run) for too long, and rq no longer knows the job."""
-    return task.heartbeat_at is None and may_be_lost(task) and not queue.job_exists(task)
-
-
 def requeue_lost(task_id: str) -> bool:
     """Queue a new job for a task whose job was lost (once: rechecked under the row lock)."""
     with transaction.atomic():
         task = locked(task_id)
-        if task.is_terminal or not _job_lost(task):
+        # Lost: queued (never started this run) for too long, and rq no longer knows the job.
+        if task.heartbeat_at is not None or not may_be_lost(task) or queue.job_exists(task):
             return False
         touch(task, runs=task.runs + 1, heartbeat_at=None)
         # Where operators look: the log and the task's log lines in the admin.
