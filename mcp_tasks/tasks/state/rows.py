@@ -295,10 +295,8 @@ async def aclaim_task(
     database: LoopDatabase, task_id: str, when: dict[str, Any], changes: dict[str, Any]
 ) -> Task | None:
     """:func:`claim_task` (PostgreSQL's one statement), sent from the worker's event loop."""
-    params = update_params(database.wrapper, task_id, when, changes)
-    _, row = await database.fetch_one(
-        _claim_sql(database.alias, tuple(changes), ("id", *when)), params
-    )
+    sql = _claim_sql(database.alias, tuple(changes), ("id", *when))
+    _, row = await database.fetch_one(sql, update_params(database.wrapper, task_id, when, changes))
     return None if row is None else _with_snapshot(row, database.wrapper)
 
 
