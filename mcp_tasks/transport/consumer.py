@@ -21,6 +21,7 @@ from ..protocol import Dispatcher, RequestInfo, kind_of, modern_request_info, pa
 from ..protocol.constants import LEGACY_VERSIONS, is_modern
 from ..protocol.notices import task_event_notification
 from ..protocol.subscriptions import Subscription
+from . import request_runner
 from .admission import admission
 from .credentials import authenticate
 from .exchange import Exchange
@@ -39,7 +40,6 @@ from .http import (
 )
 from .legacy_endpoints import LegacyEndpoints
 from .membership import Membership
-from .request_runner import RequestRunner
 from .request_sink import RequestSink
 from .response_stream import ResponseStream
 
@@ -242,7 +242,7 @@ class McpConsumer(AsyncConsumer):
         if modern:
             await self._post(body, principal, None)
             return
-        self.legacy = legacy = LegacyEndpoints(self.exchange, self.run)
+        self.legacy = legacy = LegacyEndpoints(self.exchange)
         if method == "GET":
             await legacy.get(principal)
         elif method == "DELETE":
@@ -298,11 +298,7 @@ class McpConsumer(AsyncConsumer):
         if message["method"] == "subscriptions/listen":
             await self._listen(message, info)
             return
-        await exchange.respond(await self.run(message, info), modern=True)
-
-    async def run(self, message: Message, info: RequestInfo) -> Message:
-        """Run one request through the dispatcher (:class:`.request_runner.RequestRunner`)."""
-        return await RequestRunner(self.dispatcher, self.exchange, self.scope).run(message, info)
+        await exchange.respond(await request_runner.run(exchange, message, info), modern=True)
 
     async def _listen(self, message: Message, info: RequestInfo) -> None:
         """``subscriptions/listen``: a stream of the notifications it agreed to hear."""

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core.jsonrpc import Message, error_response
 from ..exceptions import ProtocolError
-from ..protocol import Dispatcher, RequestInfo
+from ..protocol import Dispatcher
 from ..protocol.constants import http_headers_for, http_status_for
 from .membership import Membership
 from .request_sink import RequestSink
@@ -17,8 +17,6 @@ from .response_stream import ResponseStream
 
 #: Picks the broadcast notifications a stream forwards (and may tag them).
 NotifyFilter = Callable[[Message], Awaitable[bool]]
-#: Runs one request through the dispatcher (:meth:`.consumer.McpConsumer.run`).
-Run = Callable[[Message, RequestInfo], Awaitable[Message]]
 
 
 @dataclass

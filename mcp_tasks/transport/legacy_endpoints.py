@@ -17,7 +17,8 @@ from ..core.jsonrpc import Message
 from ..protocol import legacy_request_info
 from ..protocol.constants import LEGACY_TASKS_VERSION
 from ..sessions import StoredSession, create_session, subscriptions_of
-from .exchange import Exchange, Run
+from . import request_runner
+from .exchange import Exchange
 from .http import HttpError, accepts, first
 from .process_bus import process_bus
 from .session_cache import cached_session, end_cached_session
@@ -34,9 +35,8 @@ _stream_numbers = itertools.count(1)
 class LegacyEndpoints:
     """Serves one legacy-era request of ``exchange``."""
 
-    def __init__(self, exchange: Exchange, run: Run) -> None:
+    def __init__(self, exchange: Exchange) -> None:
         self.exchange = exchange
-        self.run = run
         self.session: StoredSession | None = None
         self.session_stream: StoredSession | None = None  # set on a session's GET stream
         self.relayed: dict[str, asyncio.Task[None]] = {}  # task questions sent on this stream
@@ -90,7 +90,7 @@ class LegacyEndpoints:
             message, exchange.headers, principal, session, await lifespan_context()
         )
         try:
-            response = await self.run(message, info)
+            response = await request_runner.run(exchange, message, info)
         except asyncio.CancelledError:
             if exchange.cancel_on_disconnect or exchange.stream.closed:
                 raise
