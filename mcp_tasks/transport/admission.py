@@ -32,9 +32,7 @@ class Admission:
         """Count one more request, or raise ``HttpError(503)`` when the process is full."""
         limit = get_config().MAX_REQUESTS_IN_PROGRESS
         if limit is not None and self.in_progress >= limit:
-            raise self.refusal(
-                f"{limit} requests in progress (MAX_REQUESTS_IN_PROGRESS)", "in_progress"
-            )
+            raise self.refusal(f"{limit} requests in progress (MAX_REQUESTS_IN_PROGRESS)")
         self.in_progress += 1
 
     def leave(self) -> None:

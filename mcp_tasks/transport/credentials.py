@@ -77,12 +77,6 @@ async def _verify(token: str) -> AccessToken | None:
     )
 
 
-def _session_user(scope: dict[str, Any]) -> Any:
-    """The authenticated Django session user Channels' ``AuthMiddleware`` resolved, or None."""
-    user = scope.get("user")
-    return user if getattr(user, "is_authenticated", False) else None
-
-
 def _for_us(
     audience: tuple[str, ...], scope: dict[str, Any], headers: dict[str, str | list[str]]
 ) -> bool:
@@ -117,8 +111,8 @@ async def authenticate(scope: dict[str, Any], headers: dict[str, str | list[str]
                 scope, headers, "invalid_token", "The access token was issued for another resource"
             )
         return principal_for(access_token)
-    user = _session_user(scope)
-    if user is not None:
+    user = scope.get("user")  # resolved by Channels' AuthMiddleware
+    if getattr(user, "is_authenticated", False):
         return principal_for(None, user)
     if not get_config().ALLOW_ANONYMOUS:
         raise unauthorized(scope, headers, None, "Authentication required")

@@ -31,11 +31,10 @@ class HttpError(Exception):
     body: dict[str, Any] | None = None
 
     def payload(self) -> bytes:
-        if self.body is not None:
-            return json.dumps(self.body).encode()
-        return json.dumps(
-            error_response(None, error_object(INVALID_REQUEST, self.message))
-        ).encode()
+        body = self.body
+        if body is None:
+            body = error_response(None, error_object(INVALID_REQUEST, self.message))
+        return json.dumps(body).encode()
 
 
 def header_map(scope: dict[str, Any]) -> dict[str, str | list[str]]:
@@ -152,16 +151,15 @@ def _trusted_by_csrf(origin: str) -> bool:
         parts = urlsplit(origin)
     except ValueError:
         return False
+    netloc = parts.netloc.lower()
     for entry in getattr(settings, "CSRF_TRUSTED_ORIGINS", ()):
-        if "*" not in entry:
-            if entry == origin:
-                return True
-            continue
-        trusted = urlsplit(entry)
-        domain = trusted.netloc.lstrip("*").lower()  # ".example.com"
-        netloc = parts.netloc.lower()
-        if trusted.scheme == parts.scheme and (netloc.endswith(domain) or netloc == domain[1:]):
+        if entry == origin:
             return True
+        if "*" in entry:
+            trusted = urlsplit(entry)
+            domain = trusted.netloc.lstrip("*").lower()  # ".example.com"
+            if trusted.scheme == parts.scheme and (netloc.endswith(domain) or netloc == domain[1:]):
+                return True
     return False
 
 

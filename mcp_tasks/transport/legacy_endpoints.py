@@ -76,8 +76,7 @@ class LegacyEndpoints:
             await exchange.stream.finish(None)
             return
         if kind == "notification":
-            bus = process_bus()
-            if message["method"] == "notifications/cancelled" and bus is not None:
+            if message["method"] == "notifications/cancelled" and (bus := process_bus()):
                 request_id = (message.get("params") or {}).get("requestId")
                 await bus.cancel_call(session.id, request_id)
             await exchange.stream.finish(None)
@@ -220,6 +219,5 @@ class LegacyEndpoints:
         """The request is over: stop relaying and leave the process's bus."""
         for relay in self.relayed.values():
             relay.cancel()
-        bus = process_bus() if self.call_key is not None else None
-        if bus is not None and self.call_key is not None:
+        if self.call_key is not None and (bus := process_bus()):
             bus.unregister_call(self.call_key, self.exchange.cancel_work)

@@ -98,8 +98,7 @@ class RequestSink:
 
     def unwatch_task(self) -> None:
         wait, self._task_wait = self._task_wait, None
-        watcher = task_watcher() if wait is not None else None
-        if wait is not None and watcher is not None:
+        if wait is not None and (watcher := task_watcher()):
             watcher.unwatch(wait)
 
     @contextlib.contextmanager

@@ -150,14 +150,8 @@ class ResponseStream:
                 await self._body(b"", False)
             else:
                 length = str(len(data)).encode()
-                await self._start(
-                    status,
-                    [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", length),
-                        *(headers or ()),
-                    ],
-                )
+                json_headers = [(b"content-type", b"application/json"), (b"content-length", length)]
+                await self._start(status, [*json_headers, *(headers or ())])
                 await self._body(data, False)
 
     async def detach(self) -> None:

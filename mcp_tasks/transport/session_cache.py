@@ -29,11 +29,9 @@ async def cached_session(session_id: str, principal: Principal) -> StoredSession
         # a listed copy is dropped before any change is answered; an unlisted one is valid
         # once this process caught up on what other processes changed before this request
         hit = bus.sessions.get(session_id)
-    else:
-        hit = None
-    if hit is not None:
-        kept = hit[1]
-        return kept if kept.principal_scope == principal.scope else None
+        if hit is not None:
+            kept = hit[1]
+            return kept if kept.principal_scope == principal.scope else None
     changes = bus.changes
     listed = await bus.list_as_cacher(session_id)  # before the read (process_bus: "Order")
     session = await load_session(session_id, principal)
