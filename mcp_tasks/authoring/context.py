@@ -66,17 +66,6 @@ class _NoBackend:
     def __init__(self, task_id: str | None = None) -> None:
         self.task_id = task_id
 
-    def _missing(self) -> RuntimeError:
-        if self.task_id is not None:
-            return RuntimeError(
-                f"background task {self.task_id} has no task backend (TaskBackend): only the "
-                "task worker (manage.py rqworker, or the embedded worker) can ask its client"
-            )
-        return RuntimeError(
-            "this Context is not attached to a request or a background task, so it cannot "
-            "reach a client"
-        )
-
     async def report_progress(
         self, progress: float, total: float | None, message: str | None
     ) -> None:
@@ -86,7 +75,15 @@ class _NoBackend:
         return None
 
     async def ask(self, questions: list[Question]) -> list[dict[str, Any]]:
-        raise self._missing()
+        if self.task_id is not None:
+            raise RuntimeError(
+                f"background task {self.task_id} has no task backend (TaskBackend): only the "
+                "task worker (manage.py rqworker, or the embedded worker) can ask its client"
+            )
+        raise RuntimeError(
+            "this Context is not attached to a request or a background task, so it cannot "
+            "reach a client"
+        )
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         return None
@@ -196,9 +193,7 @@ class Context:
     def get_access_token(self) -> AccessToken | None:
         """The caller's access token, or None when unauthenticated or expired."""
         token = self._access_token
-        if token is None or token.is_expired():
-            return None
-        return token
+        return None if token is None or token.is_expired() else token
 
     @property
     def access_token(self) -> AccessToken | None:

@@ -212,8 +212,3 @@ def _build_spec(response_type: Any) -> ElicitationSpec:
 
 
 _spec = _per_type(_build_spec)
-
-
-def raw_form_spec(requested_schema: dict[str, Any]) -> ElicitationSpec:
-    """Ask with a hand-written ``requestedSchema``; the accepted content is returned as a dict."""
-    return ElicitationSpec(dict, requested_schema, wrapped=False)

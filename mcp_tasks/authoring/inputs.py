@@ -11,7 +11,7 @@ import mcp_types as types
 from ..core.jsonrpc import wire_dict
 from ..exceptions import ToolError
 from .approval import StaffAudience
-from .elicitation import ElicitationResult, ElicitationSpec, elicitation_spec, raw_form_spec
+from .elicitation import ElicitationResult, ElicitationSpec, elicitation_spec
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,9 @@ class ElicitInput:
         return cls(message, schema=schema) if isinstance(schema, dict) else cls(message, schema)
 
     def spec(self) -> ElicitationSpec:
-        return (
-            raw_form_spec(self.schema)
-            if self.schema is not None
-            else elicitation_spec(self.response_type)
-        )
+        if self.schema is not None:  # hand-written: the accepted content is read as a dict
+            return ElicitationSpec(dict, self.schema, wrapped=False)
+        return elicitation_spec(self.response_type)
 
     def question(self, key: str | None) -> Question:
         params = {
