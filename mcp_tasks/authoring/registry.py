@@ -159,27 +159,33 @@ def _description(fn: Callable[..., Any], description: str | None) -> str:
     return description if description is not None else inspect.cleandoc(fn.__doc__ or "")
 
 
-@dataclass
-class ToolSpec:
-    """A registered tool."""
+@dataclass(kw_only=True)
+class _Registered:
+    """What every registered tool, prompt and resource has."""
 
     fn: Callable[..., Any]
     name: str
     title: str | None
     description: str
+    context_param: str | None
+    is_async: bool
+    icons: list[types.Icon] | None = None
+    meta: dict[str, Any] | None = None
+    #: Who may list and call it (see :mod:`mcp_tasks.auth.permissions`).
+    access: Access = OPEN
+
+
+@dataclass
+class ToolSpec(_Registered):
+    """A registered tool."""
+
     #: Builds the tool's argument and output models (pydantic) on first use: a process that
     #: never calls or lists the tool never pays for them (check E021 builds them all).
     build_metadata: Callable[[], FuncMetadata]
-    context_param: str | None
-    is_async: bool
     task: TaskConfig
     annotations: types.ToolAnnotations | None = None
-    icons: list[types.Icon] | None = None
-    meta: dict[str, Any] | None = None
     #: A hand-written JSON Schema (2020-12) advertised verbatim and validated with jsonschema.
     raw_input_schema: dict[str, Any] | None = None
-    #: Who may list and call it (see :mod:`mcp_tasks.auth.permissions`).
-    access: Access = OPEN
     #: An operator approves each task of it before it runs (:mod:`.approval`).
     approval: Approval | None = None
 
@@ -209,19 +215,10 @@ class ToolSpec:
 
 
 @dataclass
-class PromptSpec:
+class PromptSpec(_Registered):
     """A registered prompt."""
 
-    fn: Callable[..., Any]
-    name: str
-    title: str | None
-    description: str
     metadata: FuncMetadata
-    context_param: str | None
-    is_async: bool
-    icons: list[types.Icon] | None = None
-    meta: dict[str, Any] | None = None
-    access: Access = OPEN
 
     @functools.cached_property
     def _argument_list(self) -> list[dict[str, Any]]:
@@ -251,23 +248,14 @@ _TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass
-class ResourceSpec:
+class ResourceSpec(_Registered):
     """A registered resource (fixed URI) or resource template (URI with ``{vars}``)."""
 
-    fn: Callable[..., Any]
     uri: str
-    name: str
-    title: str | None
-    description: str
     mime_type: str | None
-    context_param: str | None
-    is_async: bool
-    icons: list[types.Icon] | None = None
     annotations: types.Annotations | None = None
-    meta: dict[str, Any] | None = None
     variables: list[str] = field(default_factory=list)
     pattern: re.Pattern[str] | None = None
-    access: Access = OPEN
 
     @property
     def is_template(self) -> bool:
