@@ -335,11 +335,9 @@ class Context:
                 "task=TaskConfig(mode='required') so that it never runs as a plain call"
             )
         item = ElicitInput.of(message, schema)
-        question = item.question(key)
         audience = StaffAudience(permission, group, timeout)
-        (answer,) = await self._backend.ask([replace(question, staff=audience)])
-        result: ElicitationResult = item.read(answer)
-        return result
+        (answer,) = await self._backend.ask([replace(item.question(key), staff=audience)])
+        return item.read(answer)
 
     async def elicit_form(
         self, message: str, requested_schema: dict[str, Any], *, key: str | None = None

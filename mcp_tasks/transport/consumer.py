@@ -66,8 +66,9 @@ class McpConsumer(AsyncConsumer):
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         self.scope = scope
         stream = ResponseStream(send)
+        finished = asyncio.Event()
         layer = get_channel_layer(get_config().CHANNEL_LAYER)
-        membership = Membership(layer, self._pump, self._layer_failed)
+        membership = Membership(layer, self._pump, on_failure=finished.set)
         self.exchange = Exchange(
             scope=scope,
             dispatcher=self.dispatcher,
@@ -75,6 +76,7 @@ class McpConsumer(AsyncConsumer):
             membership=membership,
             sink=RequestSink(stream, membership),
             cancel_work=self._cancel_work,
+            finished=finished,
         )
         self._receive = receive
         asgi_pump: asyncio.Future[Any] = asyncio.ensure_future(self._pump(receive))
@@ -96,9 +98,6 @@ class McpConsumer(AsyncConsumer):
         """The ASGI pump raised (the server went away): the request is over."""
         if not pump.cancelled() and pump.exception() is not None:
             self.exchange.finished.set()
-
-    def _layer_failed(self) -> None:
-        self.exchange.finished.set()
 
     async def _pump(self, source: Any) -> None:
         """Dispatch messages from one source (ASGI or the channel layer); the ASGI pump

@@ -44,8 +44,6 @@ class LayerListener:
         while True:
             try:
                 message = await self.layer.receive(channel)
-            except asyncio.CancelledError:
-                raise
             except Exception:  # Redis restarting: what is sent meanwhile is lost
                 logger.warning("%s: channel layer read failed", self.label, exc_info=True)
                 await asyncio.sleep(0.5)

@@ -50,9 +50,9 @@ class ResponseStream:
     stream (``resumable_id``) numbers its events, and once the connection is gone sends
     them to ``spill`` for a resume; other writes after the end are dropped."""
 
-    def __init__(self, send: Send, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    def __init__(self, send: Send) -> None:
         self._send = send
-        self.headers = list(headers or [])
+        self.headers: list[tuple[bytes, bytes]] = []
         self._lock = asyncio.Lock()
         self.started = False
         self.streaming = False
