@@ -77,14 +77,6 @@ async def _verify(token: str) -> AccessToken | None:
     )
 
 
-def _for_us(
-    audience: tuple[str, ...], scope: dict[str, Any], headers: dict[str, str | list[str]]
-) -> bool:
-    """Whether the token's audience names this server (a trailing slash does not count)."""
-    ours = resource_url(scope, headers).rstrip("/")
-    return any(item.rstrip("/") == ours for item in audience)
-
-
 async def authenticate(scope: dict[str, Any], headers: dict[str, str | list[str]]) -> Principal:
     """The request's principal, or ``HttpError(401)`` with a ``WWW-Authenticate`` challenge."""
     authorization = first(headers, "authorization")
@@ -105,11 +97,13 @@ async def authenticate(scope: dict[str, Any], headers: dict[str, str | list[str]
             raise unauthorized(
                 scope, headers, "invalid_token", "The access token is invalid or expired"
             )
-        if access_token.audience and not _for_us(access_token.audience, scope, headers):
-            # RFC 8707: a token issued for another resource server is not ours to accept.
-            raise unauthorized(
-                scope, headers, "invalid_token", "The access token was issued for another resource"
-            )
+        if access_token.audience:
+            # RFC 8707: a token issued for another resource server is not ours to accept (a
+            # trailing slash does not count).
+            ours = resource_url(scope, headers).rstrip("/")
+            if not any(item.rstrip("/") == ours for item in access_token.audience):
+                description = "The access token was issued for another resource"
+                raise unauthorized(scope, headers, "invalid_token", description)
         return principal_for(access_token)
     user = scope.get("user")  # resolved by Channels' AuthMiddleware
     if getattr(user, "is_authenticated", False):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
-from typing import Any
 
 from .. import jsontext, stream_events
 from ..auth import Principal
@@ -75,13 +74,17 @@ class LegacyEndpoints:
             )
             await exchange.stream.finish(None)
             return
+        bus = process_bus()
         if kind == "notification":
-            if message["method"] == "notifications/cancelled" and (bus := process_bus()):
+            if message["method"] == "notifications/cancelled" and bus is not None:
                 request_id = (message.get("params") or {}).get("requestId")
                 await bus.cancel_call(session.id, request_id)
             await exchange.stream.finish(None)
             return
-        await self._register_call(session.id, message["id"])
+        if bus is not None:  # the call hears notifications/cancelled through it
+            await bus.start()
+            self.call_key = groups.call_group(session.id, message["id"])
+            bus.register_call(self.call_key, exchange.cancel_work)
         if session.protocol_version >= "2025-11-25" and exchange.membership.layer is not None:
             exchange.stream.resumable_id = f"{_STREAM_PREFIX}{next(_stream_numbers):x}"
             exchange.stream.spill = self._spill
@@ -111,15 +114,6 @@ class LegacyEndpoints:
             )
             exchange.stream.headers.append((b"mcp-session-id", session.id.encode()))
         await exchange.respond(response, modern=False)
-
-    async def _register_call(self, session_id: str, request_id: Any) -> None:
-        """A call hears ``notifications/cancelled`` through its process's bus."""
-        bus = process_bus()
-        if bus is None:
-            return
-        await bus.start()
-        self.call_key = groups.call_group(session_id, request_id)
-        bus.register_call(self.call_key, self.exchange.cancel_work)
 
     async def _spill(self, sequence: int, message: Message) -> None:
         """Keep an event of this stream, sent after its connection closed, for a resume."""
@@ -219,5 +213,5 @@ class LegacyEndpoints:
         """The request is over: stop relaying and leave the process's bus."""
         for relay in self.relayed.values():
             relay.cancel()
-        if self.call_key is not None and (bus := process_bus()):
+        if self.call_key is not None and (bus := process_bus()) is not None:
             bus.unregister_call(self.call_key, self.exchange.cancel_work)

@@ -98,7 +98,7 @@ class RequestSink:
 
     def unwatch_task(self) -> None:
         wait, self._task_wait = self._task_wait, None
-        if wait is not None and (watcher := task_watcher()):
+        if wait is not None and (watcher := task_watcher()) is not None:
             watcher.unwatch(wait)
 
     @contextlib.contextmanager
