@@ -15,7 +15,7 @@ from ..core.jsonrpc import Message, notification, request
 from ..exceptions import ToolError
 from .membership import Membership
 from .response_stream import ResponseStream
-from .task_watcher import TaskWait, task_watcher
+from .task_watcher import TaskWait, TaskWatcher
 
 
 class RequestSink:
@@ -76,7 +76,7 @@ class RequestSink:
     async def watch_task(self, task_id: str) -> None:
         if self._task_wait is not None and self._task_wait.task_id == task_id:
             return
-        watcher = task_watcher()
+        watcher = TaskWatcher.of_running_loop()
         if watcher is None:
             return  # no channel layer: waits last their whole timeout
         self.unwatch_task()
@@ -98,7 +98,7 @@ class RequestSink:
 
     def unwatch_task(self) -> None:
         wait, self._task_wait = self._task_wait, None
-        if wait is not None and (watcher := task_watcher()) is not None:
+        if wait is not None and (watcher := TaskWatcher.of_running_loop()) is not None:
             watcher.unwatch(wait)
 
     @contextlib.contextmanager

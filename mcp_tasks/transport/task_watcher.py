@@ -76,8 +76,3 @@ class TaskWatcher(LayerListener):
                 # is not in the second's fields, so it reads the task back.
                 wait.fields = None if wait.changed.is_set() else carried
                 wait.changed.set()
-
-
-def task_watcher() -> TaskWatcher | None:
-    """The watcher of the running event loop; None without a channel layer."""
-    return TaskWatcher.of_running_loop()
