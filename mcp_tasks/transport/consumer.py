@@ -26,6 +26,7 @@ from .admission import admission
 from .credentials import authenticate
 from .exchange import Exchange
 from .http import (
+    JSON,
     HttpError,
     accepts,
     check_content_type,
@@ -44,8 +45,6 @@ from .request_sink import RequestSink
 from .response_stream import ResponseStream
 
 logger = logging.getLogger("mcp_tasks.transport")
-
-JSON = [(b"content-type", b"application/json")]
 
 #: Not caught by the catch-all: cancellation, Ctrl-C and a closing coroutine go on up.
 _PASS_THROUGH = (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit)

@@ -19,6 +19,7 @@ from ..core.jsonrpc import INVALID_REQUEST, error_object, error_response
 ASGIApp = Any
 #: The port an origin has when it names none.
 DEFAULT_PORTS = {"http": 80, "https": 443}
+JSON = [(b"content-type", b"application/json")]
 
 
 @dataclass

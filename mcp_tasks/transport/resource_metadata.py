@@ -9,7 +9,7 @@ from typing import Any
 
 from ..authoring.registry import mcp
 from ..conf import get_config
-from .http import HttpError, check_host, header_map, request_scheme
+from .http import JSON, HttpError, check_host, header_map, request_scheme
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
@@ -101,16 +101,12 @@ async def serve(scope: dict[str, Any], receive: Any, send: Any) -> None:
         body = json.dumps(document(scope, headers)).encode()
     except HttpError as exc:
         payload = json.dumps({"error": exc.message}).encode()
-        await _send(send, exc.status, payload, exc.headers + cors, json_body=True)
+        await _send(send, exc.status, payload, JSON + exc.headers + cors)
         return
     extra = [(b"cache-control", b"public, max-age=3600")]
-    await _send(send, 200, b"" if method == "HEAD" else body, cors + extra, json_body=True)
+    await _send(send, 200, b"" if method == "HEAD" else body, JSON + cors + extra)
 
 
-async def _send(
-    send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]], json_body: bool = False
-) -> None:
-    if json_body:
-        headers = [(b"content-type", b"application/json"), *headers]
+async def _send(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
