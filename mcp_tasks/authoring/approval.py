@@ -119,10 +119,8 @@ def rejection_result(reason: str) -> dict[str, Any]:
 
 def expired_result() -> dict[str, Any]:
     """What a task ends with when nobody decided in time."""
-    return {
-        "content": [{"type": "text", "text": "Not approved: no staff decision in time."}],
-        "isError": True,
-    }
+    text = "Not approved: no staff decision in time."
+    return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
 __all__ = [
