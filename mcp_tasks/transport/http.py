@@ -59,6 +59,14 @@ def first(headers: dict[str, str | list[str]], name: str) -> str | None:
     return value
 
 
+def single(headers: dict[str, str | list[str]], name: str) -> str | None:
+    """The header sent at most once (Host: RFC 9112 3.2; Origin: RFC 6454 7.2), else 400."""
+    value = headers.get(name)
+    if isinstance(value, list):
+        raise HttpError(400, f"More than one {name.title()} header")
+    return value
+
+
 def declares_more_than(headers: dict[str, str | list[str]], limit: int) -> bool:
     """True when ``Content-Length`` announces more than ``limit`` bytes."""
     declared = first(headers, "content-length") or ""
@@ -84,7 +92,7 @@ def _host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
 
 def check_host(headers: dict[str, str | list[str]]) -> str:
     """Return the Host header if it is in ``ALLOWED_HOSTS`` (DNS-rebinding protection)."""
-    host = first(headers, "host") or ""
+    host = single(headers, "host") or ""
     if not _host_allowed(host, allowed_hosts()):
         raise HttpError(421, f"Invalid Host header {host!r}: add it to ALLOWED_HOSTS")
     return host
@@ -126,7 +134,7 @@ def same_origin(origin: str, scheme: str, host: str) -> bool:
 def check_origin(headers: dict[str, str | list[str]], host: str, scheme: str) -> str | None:
     """Allow no Origin, this server's own (``scheme://host``: scheme, host and port), or one
     listed in ``MCP_TASKS["ALLOWED_ORIGINS"]``."""
-    origin = first(headers, "origin")
+    origin = single(headers, "origin")
     if origin is None:
         return None
     allowed = get_config().ALLOWED_ORIGINS
@@ -183,8 +191,10 @@ class SameOriginWebSocket:
     @staticmethod
     def allows(scope: dict[str, Any]) -> bool:
         headers = header_map(scope)
-        host, origin = first(headers, "host") or "", first(headers, "origin")
-        if origin is None or not _host_allowed(host, allowed_hosts()):
+        host, origin = headers.get("host"), headers.get("origin")  # a repeated one: a list
+        if not isinstance(host, str) or not isinstance(origin, str):
+            return False
+        if not _host_allowed(host, allowed_hosts()):
             return False
         scheme = request_scheme(scope, headers)
         return same_origin(origin, scheme, host) or _trusted_by_csrf(origin)

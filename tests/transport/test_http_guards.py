@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -90,6 +91,37 @@ async def test_bad_host_is_rejected(http: httpx.AsyncClient, url: str) -> None:
     response = await post_modern(http, url, "tools/list", headers={"Host": "evil.example:80"})
     assert 400 <= response.status_code < 500
     assert response.status_code not in (404, 405)
+
+
+async def raw_post(url: str, header_lines: list[tuple[str, str]], body: bytes) -> int:
+    """POST ``body`` with exactly these header lines (repeats kept); the status code."""
+    target = httpx.URL(url)
+    reader, writer = await asyncio.open_connection(target.host, target.port)
+    try:
+        lines = [
+            f"POST {target.raw_path.decode()} HTTP/1.1",
+            *(f"{k}: {v}" for k, v in header_lines),
+        ]
+        lines += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
+        writer.write("\r\n".join(lines).encode("latin-1") + body)
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), 30)
+        return int(status_line.split()[1])
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("name", ["Host", "Origin"])
+async def test_a_repeated_host_or_origin_header_is_a_bad_request(url: str, name: str) -> None:
+    # RFC 9112 3.2: more than one Host line is a 400; a browser sends one Origin (RFC 6454
+    # 7.2), so a second one is a forgery to refuse, not a choice to make.
+    host = httpx.URL(url).netloc.decode()
+    own = {"Host": host, "Origin": f"http://{host}"}
+    headers = [(k, v) for k, v in modern_headers("tools/list").items()]
+    repeated = [("Host", host), *headers, (name, own[name]), (name, "evil.example")]
+    body = json.dumps(modern_request("tools/list")).encode()
+    assert await raw_post(url, [("Host", host), *headers], body) == 200
+    assert await raw_post(url, repeated, body) == 400
 
 
 async def test_foreign_origin_is_forbidden(http: httpx.AsyncClient, url: str) -> None:

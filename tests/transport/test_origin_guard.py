@@ -17,6 +17,7 @@ from asgiref import testing
 from django.test import override_settings
 
 from mcp_tasks.asgi import mcp_application
+from mcp_tasks.transport.http import SameOriginWebSocket
 from tests.signin.asgi_calls import django_app
 from tests.support.live import LEGACY, MODERN, modern_request
 
@@ -201,3 +202,20 @@ async def test_a_listed_origin_is_allowed_with_its_default_port_written_or_not()
 async def test_a_star_allows_every_origin() -> None:
     with override_settings(MCP_TASKS={"ALLOWED_ORIGINS": ["*"]}):
         await assert_allowed("https://anywhere.example")
+
+
+# -- the live admin's WebSocket ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("repeated", ["host", "origin"])
+def test_the_admin_socket_refuses_a_repeated_host_or_origin(repeated: str) -> None:
+    # Servers already refuse such a handshake (daphne and uvicorn answer 400); the guard does
+    # not rely on it.
+    own = {"host": HOST, "origin": f"http://{HOST}"}
+    sent = [(name.encode(), value.encode()) for name, value in own.items()]
+    scope = {"type": "websocket", "scheme": "ws", "path": "/", "headers": sent}
+    assert SameOriginWebSocket.allows(scope)
+    second = {"host": "evil.example", "origin": "https://evil.example"}[repeated]
+    assert not SameOriginWebSocket.allows(
+        {**scope, "headers": [*sent, (repeated.encode(), second.encode())]}
+    )
