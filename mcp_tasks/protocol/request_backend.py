@@ -14,6 +14,7 @@ from ..exceptions import InputRequired, ProtocolError
 from . import request_state
 from .notices import log_params, progress_params
 from .request import RequestInfo, Sink
+from .task_shapes import input_request
 
 
 class RequestBackend:
@@ -66,10 +67,7 @@ class RequestBackend:
                 self.used[key] = answer
                 answers.append(answer)
             else:
-                request: dict[str, Any] = {"method": question.method}
-                if question.params:
-                    request["params"] = question.params
-                missing[key] = request
+                missing[key] = input_request(question.method, question.params)
         if missing:
             raise InputRequired(missing)
         return answers

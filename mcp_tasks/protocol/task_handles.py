@@ -29,7 +29,7 @@ from .question_relay import QuestionRelay
 from .request import RequestInfo, Sink
 from .stored import is_lookup_key, require_storable
 from .task_methods import TaskMethods, ToolCall
-from .task_shapes import failure, not_found
+from .task_shapes import failure, input_requests, not_found
 
 logger = logging.getLogger("mcp_tasks.protocol")
 
@@ -272,13 +272,7 @@ class TaskHandles:
         )
         return {
             "resultType": "input_required",
-            "inputRequests": {
-                question.key: {
-                    "method": question.method,
-                    **({"params": question.params} if question.params else {}),
-                }
-                for question in questions
-            },
+            "inputRequests": input_requests(questions),
             "requestState": state,
         }
 

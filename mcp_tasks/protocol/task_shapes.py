@@ -28,9 +28,7 @@ def task_id_of(params: dict[str, Any]) -> str:
     return str(task_id)
 
 
-def iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
+def iso(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -64,17 +62,21 @@ def legacy_task(task: TaskView) -> dict[str, Any]:
     return task_fields(task, legacy=True)
 
 
+def input_request(method: str, params: Any) -> dict[str, Any]:
+    """One entry of ``inputRequests``: the question's method, and its params when it has any."""
+    return {"method": method, "params": params} if params else {"method": method}
+
+
+def input_requests(questions: Sequence[QuestionView]) -> dict[str, Any]:
+    """The ``inputRequests`` of a ``DetailedTask`` or an MRTR round: each question by its key."""
+    return {question.key: input_request(question.method, question.params) for question in questions}
+
+
 def detailed_task(task: TaskView, questions: Sequence[QuestionView] = ()) -> dict[str, Any]:
     """The ``DetailedTask``: the task, its ``questions`` (``input_required``), result or error."""
     fields = task_fields(task)
     if task.status == "input_required":
-        fields["inputRequests"] = {
-            question.key: {
-                "method": question.method,
-                **({"params": question.params} if question.params else {}),
-            }
-            for question in questions
-        }
+        fields["inputRequests"] = input_requests(questions)
     elif task.status == "completed":
         # The result as the call would have answered (2026-07-28: with resultType).
         fields["result"] = {**(task.result or {"content": []}), "resultType": "complete"}
