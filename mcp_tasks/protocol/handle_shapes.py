@@ -117,6 +117,17 @@ def _progress(task: TaskView) -> str:
     return f" ({_number(task.progress)} so far)"
 
 
+def task_summary(task: TaskView) -> dict[str, Any]:
+    """One unfinished task, as the list tool shows it."""
+    return {
+        "taskId": task.id,
+        "tool": task.tool_name,
+        "status": task.status,
+        "statusMessage": task.status_message,
+        "createdAt": iso(task.created_at),
+    }
+
+
 def handle_result(
     task: TaskView,
     questions: Sequence[QuestionView],
@@ -127,14 +138,7 @@ def handle_result(
 ) -> dict[str, Any]:
     """The ``CallToolResult`` of a call whose task goes on (``waited``: seconds it waited)."""
     ids = {"task_id": task.id}
-    structured: dict[str, Any] = {
-        "taskId": task.id,
-        "tool": task.tool_name,
-        "status": task.status,
-        "statusMessage": task.status_message,
-        "createdAt": iso(task.created_at),
-        "lastUpdatedAt": iso(task.updated_at),
-    }
+    structured = {**task_summary(task), "lastUpdatedAt": iso(task.updated_at)}
     if task.progress is not None:
         structured["progress"] = task.progress
         if task.progress_total:
@@ -146,13 +150,12 @@ def handle_result(
     ]
     if questions:
         structured["waitingFor"] = "answer"
-        structured["questions"] = [question_fields(question) for question in questions]
+        asked = [question_fields(question) for question in questions]
+        structured["questions"] = asked
         structured["next"] = {"tool": names.answer, "arguments": ids}
         structured["checkAfterSeconds"] = 0
         lines.append("It waits for an answer before it can go on:")
-        for question in questions:
-            fields = question_fields(question)
-            lines.append(f"- {fields['message']} Answer with {fields['expects']}.")
+        lines += [f"- {fields['message']} Answer with {fields['expects']}." for fields in asked]
         several = (
             ' Answer one question per call and add "question_key" (one of '
             + ", ".join(json.dumps(question.key) for question in questions)
@@ -200,17 +203,6 @@ def cancelled_result(task: TaskView) -> dict[str, Any]:
         "structuredContent": {"taskId": task.id, "tool": task.tool_name, "status": task.status},
         "isError": True,
         "_meta": related(task.id),
-    }
-
-
-def task_summary(task: TaskView) -> dict[str, Any]:
-    """One unfinished task, as the list tool shows it."""
-    return {
-        "taskId": task.id,
-        "tool": task.tool_name,
-        "status": task.status,
-        "statusMessage": task.status_message,
-        "createdAt": iso(task.created_at),
     }
 
 
