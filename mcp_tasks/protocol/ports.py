@@ -29,7 +29,6 @@ class TaskView(Protocol):
     def waiting_for(self) -> str:
         """Why a ``working`` task waits: ``"staff"`` (an approval or a staff question),
         ``"limit"``, ``"retry"``, or ``""``."""
-        ...
 
     @property
     def created_at(self) -> datetime: ...
@@ -64,22 +63,18 @@ class TaskEngine(Protocol):
 
     async def create(self, new: NewTask) -> TaskView:
         """Record the task and queue its first job; raises ``RuntimeError`` if it cannot."""
-        ...
 
     async def get(self, task_id: str, principal_scope: str) -> TaskView: ...
 
     def with_fields(self, task: TaskView, fields: dict[str, Any]) -> TaskView:
         """``task`` as the change that carried ``fields`` left it (an ended task's, or an
         asking one's with its questions)."""
-        ...
 
     async def questions(self, task: TaskView) -> Sequence[QuestionView]:
         """The task's questions that wait for an answer."""
-        ...
 
     async def waiting_questions(self, task_id: str, principal_scope: str) -> Sequence[QuestionView]:
         """The questions of the principal's task that wait ([] when it is not theirs)."""
-        ...
 
     async def answer(
         self, task_id: str, key: str, response: Any, principal_scope: str, *, strict: bool
@@ -87,28 +82,22 @@ class TaskEngine(Protocol):
         """The one answer path: False when the question no longer waits (the first answer
         wins). ``strict``: a task that is not found raises. Raises
         :class:`~mcp_tasks.core.task_contract.InvalidAnswer` when it does not fit."""
-        ...
 
     async def cancel(self, task_id: str, principal_scope: str) -> TaskView: ...
 
     async def page(self, principal_scope: str, offset: int, limit: int) -> Sequence[TaskView]:
         """The principal's tasks, newest first."""
-        ...
 
     async def unfinished(self, principal_scope: str, limit: int) -> Sequence[TaskView]:
         """The principal's tasks that have not ended, newest first."""
-        ...
 
     async def owned(self, task_ids: list[str], principal_scope: str) -> list[str]:
         """The ids among ``task_ids`` that name the principal's tasks."""
-        ...
 
     async def of_session(self, task_id: str, session_id: str) -> TaskView | None:
         """The task when a legacy session created it."""
-        ...
 
     async def claim_relay(self, task_id: str, key: str) -> bool:
         """Claim the question for one stream to send (False: another stream has it)."""
-        ...
 
     async def release_relay(self, task_id: str, key: str) -> None: ...

@@ -18,30 +18,24 @@ class Sink(Protocol):
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification on this request's response stream."""
-        ...
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """Send a server→client request on this stream and await the reply (legacy era only)."""
-        ...
 
     async def publish(self, method: str, params: dict[str, Any]) -> None:
         """Broadcast a server-wide notification (list changed, resource updated) to every
         stream that listens for it, in any process."""
-        ...
 
     async def close_stream(self) -> None:
         """End the response stream now; the rest is kept for a resume (legacy only)."""
-        ...
 
     async def watch_task(self, task_id: str) -> None:
         """Start hearing the task's changes (its channel-layer group, any process)."""
-        ...
 
     async def wait_for_task(self, task_id: str, timeout: float) -> dict[str, Any] | None:
         """Return once the task changed since it was first watched or the last wait returned (at
         once if it has), or after ``timeout`` seconds: the task's fields when the change carried
         them (:func:`~mcp_tasks.tasks.state.service.with_fields`), else None."""
-        ...
 
 
 class SessionHandle(Protocol):
