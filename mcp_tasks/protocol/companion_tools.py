@@ -17,7 +17,7 @@ from .handle_shapes import expected_answer, not_found_result, question_message, 
 from .ports import QuestionView, TaskView
 from .request import RequestInfo, Sink
 from .stored import is_lookup_key
-from .task_handles import Follow, TaskHandles, companion_names
+from .task_handles import Follow, TaskHandles
 
 #: The most tasks the list tool shows.
 LIST_LIMIT = 50
@@ -156,13 +156,13 @@ class CompanionTools:
 
     def role_of(self, name: str) -> str | None:
         """``check``, ``answer``, ``cancel`` or ``list`` for a companion tool's name."""
-        names = companion_names()
+        names = get_config().COMPANION_TOOLS
         return next(
             (r for r in ("check", "answer", "cancel", "list") if getattr(names, r) == name), None
         )
 
     def definitions(self) -> list[dict[str, Any]]:
-        return definitions(companion_names(), float(get_config().CHECK_WAIT))
+        return definitions(get_config().COMPANION_TOOLS, float(get_config().CHECK_WAIT))
 
     async def call(
         self, role: str, server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
@@ -174,7 +174,7 @@ class CompanionTools:
         if role != "list" and not isinstance(arguments.get("task_id"), str):
             return error_result(
                 'Pass "task_id": the task_id (a string) that a tool\'s result gave. Call '
-                f"`{companion_names().list}` to see your unfinished tasks."
+                f"`{get_config().COMPANION_TOOLS.list}` to see your unfinished tasks."
             )
         result: dict[str, Any] = await getattr(self, role)(server, info, sink, params)
         return result
@@ -197,13 +197,13 @@ class CompanionTools:
         return task
 
     def _not_found(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        return not_found_result(str(arguments.get("task_id", "")), companion_names())
+        return not_found_result(str(arguments.get("task_id", "")), get_config().COMPANION_TOOLS)
 
     async def check(
         self, server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
     ) -> dict[str, Any]:
         arguments: dict[str, Any] = params.get("arguments") or {}
-        names = companion_names()
+        names = get_config().COMPANION_TOOLS
         limit = float(get_config().CHECK_WAIT)
         wait = arguments.get("wait_seconds", limit)
         if not isinstance(wait, int | float) or isinstance(wait, bool) or not math.isfinite(wait):
@@ -213,27 +213,15 @@ class CompanionTools:
             task = await self._task(server, info, arguments)
         if task is None:
             return self._not_found(arguments)
-        plan = Follow(
-            target=names.check,
-            arguments=arguments,
-            window=min(max(float(wait), 0.0), limit),
-            until_change=True,
-            abandon=False,
-        )
+        plan = Follow(names.check, arguments, min(max(float(wait), 0.0), limit), until_change=True)
         return await self.handles.follow(task, info, sink, plan)
 
     async def answer(
         self, server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
     ) -> dict[str, Any]:
         arguments: dict[str, Any] = params.get("arguments") or {}
-        names = companion_names()
-        plan = Follow(
-            target=names.answer,
-            arguments=arguments,
-            window=float(get_config().CHECK_WAIT),
-            until_change=True,
-            abandon=False,
-        )
+        names = get_config().COMPANION_TOOLS
+        plan = Follow(names.answer, arguments, float(get_config().CHECK_WAIT), until_change=True)
         resumed = await self.handles.resumed(info, params, names.answer, arguments)
         if resumed is not None:  # the answer was given; this retry answers the next question
             return await self.handles.follow(resumed, info, sink, plan)
@@ -324,7 +312,7 @@ class CompanionTools:
     async def list(
         self, server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
     ) -> dict[str, Any]:
-        names = companion_names()
+        names = get_config().COMPANION_TOOLS
         tasks = await self.engine.unfinished(info.principal.scope, LIST_LIMIT)
         summaries = [task_summary(task) for task in tasks]
         if not tasks:

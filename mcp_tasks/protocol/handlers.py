@@ -42,7 +42,7 @@ from .envelope import check_param_headers
 from .request import RequestInfo, Sink
 from .request_backend import RequestBackend, gather_answers, input_required_result, make_context
 from .stored import require_storable
-from .task_handles import TaskHandles, companion_names, inline_window, speaks_tasks
+from .task_handles import TaskHandles, inline_window, speaks_tasks
 from .task_methods import ToolCall
 
 logger = logging.getLogger("mcp_tasks.protocol")
@@ -188,7 +188,7 @@ def plain_client_tools(
     handle has no ``outputSchema`` (clients check results against it), a description that
     says what to do with a handle and, in 2025-11-25 sessions, ``taskSupport: optional``
     (clients refuse plain calls of ``required`` ones); then the companion tools."""
-    names = companion_names()
+    names = get_config().COMPANION_TOOLS
     legacy_tasks = info.protocol_version == LEGACY_TASKS_VERSION
     listed = []
     for tool in tools:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..authoring.registry import ToolSpec
-from ..conf import CompanionToolNames, get_config
+from ..conf import get_config
 from ..core.jsonrpc import INVALID_PARAMS
 from ..core.task_contract import Caller, TaskNotFound
 from ..exceptions import ProtocolError
@@ -42,11 +42,6 @@ def speaks_tasks(info: RequestInfo) -> bool:
     return info.protocol_version == LEGACY_TASKS_VERSION and isinstance(
         info.client_capabilities.get("tasks"), dict
     )
-
-
-def companion_names() -> CompanionToolNames:
-    """The companion tools' names (``COMPANION_TOOLS``)."""
-    return get_config().COMPANION_TOOLS
 
 
 def inline_window(tool: ToolSpec) -> float:
@@ -98,8 +93,8 @@ class Follow:
     target: str
     arguments: dict[str, Any]
     window: float
-    until_change: bool
-    abandon: bool
+    until_change: bool = False
+    abandon: bool = False
 
 
 class _Progress:
@@ -166,13 +161,7 @@ class TaskHandles:
             if inline_window(tool) <= 0:  # a handle at once, however quick the task
                 return self._handle(created, (), time.monotonic())
             task = created
-        plan = Follow(
-            target=tool.name,
-            arguments=arguments,
-            window=inline_window(tool),
-            until_change=False,
-            abandon=True,
-        )
+        plan = Follow(tool.name, arguments, inline_window(tool), abandon=True)
         return await self.follow(task, info, call.sink, plan)
 
     async def resumed(
@@ -252,7 +241,7 @@ class TaskHandles:
         return handle_result(
             task,
             questions,
-            companion_names(),
+            get_config().COMPANION_TOOLS,
             waited=round(time.monotonic() - started, 1),
             check_wait=float(get_config().CHECK_WAIT),
         )
