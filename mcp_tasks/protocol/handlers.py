@@ -40,7 +40,7 @@ from .companion_tools import CompanionTools
 from .constants import LEGACY_TASKS_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS, TASKS_EXTENSION
 from .envelope import check_param_headers
 from .request import RequestInfo, Sink
-from .request_backend import RequestBackend, gather_answers, input_required_result, make_context
+from .request_backend import RequestBackend
 from .stored import require_storable
 from .task_handles import TaskHandles, inline_window, speaks_tasks
 from .task_methods import ToolCall
@@ -248,12 +248,11 @@ async def call_tool(
         assert companions is not None
         return await companions.handles.call(ToolCall(tool, validated, info, sink, params))
 
-    answers = gather_answers(info, params, "tools/call", name, arguments)
-    backend = RequestBackend(info, sink, answers)
+    backend = RequestBackend(info, sink, params, "tools/call", name, arguments)
     try:
-        return await run_tool(tool, validated, make_context(info, backend))
+        return await run_tool(tool, validated, backend.context())
     except InputRequired as exc:
-        return input_required_result(exc, backend, info, "tools/call", name, arguments)
+        return backend.input_required(exc)
 
 
 def _how_it_runs(
@@ -331,7 +330,7 @@ def _prompt_messages(value: Any) -> list[dict[str, Any]]:
 
 
 async def _render_prompt(
-    prompt: PromptSpec, info: RequestInfo, backend: RequestBackend, arguments: dict[str, Any]
+    prompt: PromptSpec, backend: RequestBackend, arguments: dict[str, Any]
 ) -> dict[str, Any]:
     try:
         validated = prompt.metadata.validate_arguments(arguments)
@@ -342,7 +341,7 @@ async def _render_prompt(
         ) from exc
     kwargs = dict(validated)
     if prompt.context_param:
-        kwargs[prompt.context_param] = make_context(info, backend)
+        kwargs[prompt.context_param] = backend.context()
     try:
         value = await invoke(prompt.fn, prompt.is_async, kwargs)
         if isinstance(value, types.GetPromptResult):
@@ -362,13 +361,11 @@ async def get_prompt(
     server: MCPServer, info: RequestInfo, sink: Sink, params: dict[str, Any]
 ) -> dict[str, Any]:
     name, arguments, prompt = await _named(server.prompts, "prompt", info, params)
-    backend = RequestBackend(
-        info, sink, gather_answers(info, params, "prompts/get", name, arguments)
-    )
+    backend = RequestBackend(info, sink, params, "prompts/get", name, arguments)
     try:
-        return await _render_prompt(prompt, info, backend, arguments)
+        return await _render_prompt(prompt, backend, arguments)
     except InputRequired as exc:
-        return input_required_result(exc, backend, info, "prompts/get", name, arguments)
+        return backend.input_required(exc)
 
 
 list_resources = _listing("resources", lambda server: server.resources)
@@ -404,14 +401,14 @@ async def read_resource(
         code = INVALID_PARAMS if info.modern else RESOURCE_NOT_FOUND
         raise ProtocolError(code, "Resource not found", {"uri": uri})
     resource, variables = found
-    backend = RequestBackend(info, sink, gather_answers(info, params, "resources/read", uri, {}))
+    backend = RequestBackend(info, sink, params, "resources/read", uri, {})
     kwargs: dict[str, Any] = dict(variables)
     if resource.context_param:
-        kwargs[resource.context_param] = make_context(info, backend)
+        kwargs[resource.context_param] = backend.context()
     try:
         value = await invoke(resource.fn, resource.is_async, kwargs)
     except InputRequired as exc:
-        return input_required_result(exc, backend, info, "resources/read", uri, {})
+        return backend.input_required(exc)
     except (ProtocolError, asyncio.CancelledError):
         raise
     except Exception as exc:

@@ -18,16 +18,68 @@ from .task_shapes import input_request
 
 
 class RequestBackend:
-    """A ``ContextBackend`` for a plain (non-task) call."""
+    """A ``ContextBackend`` for a plain (non-task) call: one round of ``method`` on ``target``
+    with ``arguments``, what its ``requestState`` is bound to."""
 
     def __init__(
-        self, info: RequestInfo, sink: Sink, answers: dict[str, Any] | None = None
+        self,
+        info: RequestInfo,
+        sink: Sink,
+        params: dict[str, Any],
+        method: str,
+        target: str,
+        arguments: Any,
     ) -> None:
         self.info = info
         self.sink = sink
-        self.answers = dict(answers or {})
+        self.binding: dict[str, Any] = {
+            "principal": info.principal.scope,
+            "method": method,
+            "target": target,
+            "arguments": arguments,
+        }
+        self.answers = self._carried_answers(params) if info.modern else {}
         self.used: dict[str, Any] = {}  # answers the tool consumed this round
         self.asked = 0
+
+    def _carried_answers(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Answers carried by a modern retry: the sealed state plus this round's responses."""
+        answers: dict[str, Any] = {}
+        if "requestState" in params:
+            answers.update(request_state.unseal(params["requestState"], **self.binding))
+        if "inputResponses" in params:
+            responses = params["inputResponses"]
+            if not isinstance(responses, dict):
+                raise ProtocolError(INVALID_PARAMS, "params.inputResponses must be an object")
+            answers.update(responses)
+        return answers
+
+    def input_required(self, exc: InputRequired) -> dict[str, Any]:
+        """The ``input_required`` result for a round that needs one more answer."""
+        token = request_state.seal(self.used, **self.binding)
+        return {
+            "resultType": "input_required",
+            "inputRequests": exc.requests,
+            "requestState": token,
+        }
+
+    def context(self) -> Context:
+        """The ``Context`` of the call."""
+        info = self.info
+        return Context(
+            backend=self,
+            request_id=info.request_id,
+            session_id=info.session_id,
+            session=info.session,
+            protocol_version=info.protocol_version,
+            client_capabilities=info.client_capabilities,
+            client_info=info.client_info,
+            access_token=info.principal.access_token,
+            user=info.principal.user,
+            lifespan_context=info.lifespan_context,
+            request_context=info,
+            headers={k: v for k, v in info.headers.items() if isinstance(v, str)},
+        )
 
     def is_cancelled(self) -> bool:
         return False  # a cancelled call's coroutine is cancelled; its thread ends the call
@@ -84,66 +136,3 @@ class RequestBackend:
 
     async def close_stream(self) -> None:
         await self.sink.close_stream()
-
-
-def gather_answers(
-    info: RequestInfo, params: dict[str, Any], method: str, target: str, arguments: Any
-) -> dict[str, Any]:
-    """Answers carried by a modern retry: the sealed state plus this round's responses."""
-    if not info.modern:
-        return {}
-    answers: dict[str, Any] = {}
-    if "requestState" in params:
-        answers.update(
-            request_state.unseal(
-                params["requestState"],
-                principal=info.principal.scope,
-                method=method,
-                target=target,
-                arguments=arguments,
-            )
-        )
-    if "inputResponses" in params:
-        responses = params["inputResponses"]
-        if not isinstance(responses, dict):
-            raise ProtocolError(INVALID_PARAMS, "params.inputResponses must be an object")
-        answers.update(responses)
-    return answers
-
-
-def input_required_result(
-    exc: InputRequired,
-    backend: RequestBackend,
-    info: RequestInfo,
-    method: str,
-    target: str,
-    arguments: Any,
-) -> dict[str, Any]:
-    """The ``input_required`` result for a round that needs one more answer."""
-    token = request_state.seal(
-        backend.used,
-        principal=info.principal.scope,
-        method=method,
-        target=target,
-        arguments=arguments,
-    )
-    return {"resultType": "input_required", "inputRequests": exc.requests, "requestState": token}
-
-
-def make_context(info: RequestInfo, backend: RequestBackend) -> Context:
-    """The ``Context`` of a plain call."""
-    token = info.principal.access_token
-    return Context(
-        backend=backend,
-        request_id=info.request_id,
-        session_id=info.session_id,
-        session=info.session,
-        protocol_version=info.protocol_version,
-        client_capabilities=info.client_capabilities,
-        client_info=info.client_info,
-        access_token=token,
-        user=info.principal.user,
-        lifespan_context=info.lifespan_context,
-        request_context=info,
-        headers={k: v for k, v in info.headers.items() if isinstance(v, str)},
-    )

@@ -27,7 +27,7 @@ from ..exceptions import InputRequired, ProtocolError
 from .constants import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, TASKS_EXTENSION
 from .ports import TaskEngine, TaskView
 from .request import RequestInfo, Sink
-from .request_backend import RequestBackend, gather_answers, input_required_result, make_context
+from .request_backend import RequestBackend
 from .stored import is_lookup_key, require_storable
 from .task_shapes import detailed_task, legacy_task, not_found, task_fields, task_id_of
 
@@ -68,19 +68,15 @@ async def _prepare(call: ToolCall) -> tuple[Any, dict[str, Any] | None]:
     if prepare is None:
         return None, None
     arguments = params.get("arguments") or {}
-    backend = RequestBackend(
-        info, call.sink, gather_answers(info, params, "tools/call", tool.name, arguments)
-    )
+    backend = RequestBackend(info, call.sink, params, "tools/call", tool.name, arguments)
     accepted = inspect.signature(prepare).parameters
     kwargs = {name: value for name, value in call.validated.items() if name in accepted}
     try:
         value = await invoke(
-            prepare,
-            inspect.iscoroutinefunction(prepare),
-            {"ctx": make_context(info, backend), **kwargs},
+            prepare, inspect.iscoroutinefunction(prepare), {"ctx": backend.context(), **kwargs}
         )
     except InputRequired as exc:
-        return None, input_required_result(exc, backend, info, "tools/call", tool.name, arguments)
+        return None, backend.input_required(exc)
     return value, None
 
 
