@@ -5,6 +5,7 @@ blocks and carries the task's questions on its stream)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from django.core import signing
@@ -31,12 +32,10 @@ def _require_revision(info: RequestInfo, method: str) -> None:
 def _offset_of(cursor: Any) -> int:
     if cursor is None:
         return 0
-    try:
-        if not isinstance(cursor, str):
-            raise TypeError(cursor)
-        return int(signing.loads(cursor, salt=_CURSOR_SALT))
-    except (signing.BadSignature, TypeError, ValueError):
-        raise ProtocolError(INVALID_PARAMS, "Invalid cursor") from None
+    if isinstance(cursor, str):
+        with contextlib.suppress(signing.BadSignature, TypeError, ValueError):
+            return int(signing.loads(cursor, salt=_CURSOR_SALT))
+    raise ProtocolError(INVALID_PARAMS, "Invalid cursor")
 
 
 class LegacyTaskMethods:

@@ -10,18 +10,13 @@ from ..core.jsonrpc import INVALID_PARAMS
 from ..exceptions import ProtocolError
 
 
-def nul_error(field: str, path: jsontext.Path = ()) -> ProtocolError:
-    """``-32602`` naming the field that holds a NUL character."""
-    return ProtocolError(
-        INVALID_PARAMS, f"{jsontext.describe(field, path)}: NUL characters are not allowed"
-    )
-
-
 def require_storable(value: Any, field: str) -> None:
     """Raise ``-32602`` naming the place in ``value`` (found at ``field``) with a NUL."""
     where = jsontext.find(value, jsontext.NUL)
     if where is not None:
-        raise nul_error(field, where)
+        raise ProtocolError(
+            INVALID_PARAMS, f"{jsontext.describe(field, where)}: NUL characters are not allowed"
+        )
 
 
 def is_lookup_key(value: Any) -> bool:

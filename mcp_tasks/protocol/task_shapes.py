@@ -12,12 +12,10 @@ from .constants import META_RELATED_TASK
 from .ports import QuestionView, TaskView
 from .stored import is_lookup_key
 
-#: The one error for a task that is unknown, expired or someone else's (``-32602``).
-NOT_FOUND = "Task not found"
-
 
 def not_found() -> ProtocolError:
-    return ProtocolError(INVALID_PARAMS, NOT_FOUND)
+    """The one error for a task that is unknown, expired or someone else's (``-32602``)."""
+    return ProtocolError(INVALID_PARAMS, "Task not found")
 
 
 def task_id_of(params: dict[str, Any]) -> str:
