@@ -262,18 +262,15 @@ def _how_it_runs(
     ``params.task``), ``handle`` for a task tool of a client without the extension
     (:mod:`.task_handles`), else ``inline``, where a task-only tool is refused."""
     mode = tool.task.mode
-    if not tasks:
-        wanted = False
-    elif info.modern:
+    wanted = False
+    if tasks and info.modern:
         wanted = info.declares_extension(TASKS_EXTENSION)
-    elif info.protocol_version == LEGACY_TASKS_VERSION:
+    elif tasks and info.protocol_version == LEGACY_TASKS_VERSION:
         wanted = isinstance(params.get("task"), dict)
         if wanted and mode == "forbidden":
             raise ProtocolError(
                 METHOD_NOT_FOUND, f"Tool {tool.name!r} does not support task-augmented calls"
             )
-    else:
-        wanted = False
     if mode == "forbidden":
         return "inline"
     if wanted:

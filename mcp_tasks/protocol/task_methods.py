@@ -243,6 +243,7 @@ class TaskMethods:
         if not responses:
             await self.engine.get(task_id, principal_scope)  # nothing to record: theirs?
         failed: list[str] = []
+        log = {"task_id": task_id, "principal": principal_scope}
         for number, (key, response) in enumerate(responses.items()):
             try:
                 await self.engine.answer(task_id, key, response, principal_scope, strict=True)
@@ -254,18 +255,11 @@ class TaskMethods:
             except InvalidAnswer as exc:
                 # Per the extension, unusable responses are ignored; the question stays open.
                 logger.info(
-                    "ignored an invalid answer to %s of task %s: %s",
-                    key,
-                    task_id,
-                    exc,
-                    extra={"task_id": task_id, "principal": principal_scope},
+                    "ignored an invalid answer to %s of task %s: %s", key, task_id, exc, extra=log
                 )
             except Exception:
                 logger.exception(
-                    "could not record the answer to %s of task %s",
-                    key,
-                    task_id,
-                    extra={"task_id": task_id, "principal": principal_scope},
+                    "could not record the answer to %s of task %s", key, task_id, extra=log
                 )
                 failed.append(jsontext.describe("params.inputResponses", (key,)))
         return failed
