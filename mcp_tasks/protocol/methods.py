@@ -41,11 +41,7 @@ def method_tables(engine: TaskEngine | None) -> MethodTables:
     """The tables; with an ``engine``, task tools run as tasks and both eras' task methods answer."""
     tasks = TaskMethods(engine) if engine is not None else None
     legacy_tasks = LegacyTaskMethods(engine) if engine is not None else None
-    companions = (
-        CompanionTools(TaskHandles(tasks, legacy_tasks.relay))
-        if tasks is not None and legacy_tasks is not None
-        else None
-    )
+    companions = CompanionTools(TaskHandles(tasks)) if tasks is not None else None
     has_tasks = tasks is not None
     common: dict[str, Handler] = {
         "tools/list": functools.partial(

@@ -125,10 +125,10 @@ class _Progress:
 class TaskHandles:
     """Task tools for clients without the tasks extension (see the module docstring)."""
 
-    def __init__(self, tasks: TaskMethods, relay: QuestionRelay) -> None:
+    def __init__(self, tasks: TaskMethods) -> None:
         self.tasks = tasks
         self.engine = tasks.engine
-        self.relay = relay
+        self.relay = QuestionRelay(tasks.engine)
 
     @staticmethod
     def handled(tool: ToolSpec) -> bool:
