@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.jsonrpc import INVALID_PARAMS, Message, notification
@@ -27,7 +27,7 @@ class Subscription:
     id: Any
     principal_scope: str
     agreed: dict[str, Any]
-    task_ids: frozenset[str] = field(default_factory=frozenset)
+    task_ids: frozenset[str]
 
     def acknowledgement(self) -> Message:
         """The stream's first event: ``notifications/subscriptions/acknowledged``."""
@@ -66,14 +66,11 @@ async def subscribe(message: Message, info: RequestInfo, tasks: TaskMethods | No
     uris = wanted.get("resourceSubscriptions")
     if isinstance(uris, list) and all(isinstance(uri, str) for uri in uris):
         agreed["resourceSubscriptions"] = uris
-    subscription = Subscription(
-        id=message["id"], principal_scope=info.principal.scope, agreed=agreed
-    )
     task_ids = wanted.get("taskIds")
+    owned: list[str] = []
     if task_ids is not None:
         require_tasks_capability(info)
         listed = task_ids if isinstance(task_ids, list) else []
         owned = await tasks.owned_ids(listed, info.principal.scope) if tasks else []
         agreed["taskIds"] = owned
-        subscription.task_ids = frozenset(owned)
-    return subscription
+    return Subscription(message["id"], info.principal.scope, agreed, frozenset(owned))
