@@ -43,14 +43,11 @@ from .request import RequestInfo, Sink
 from .request_backend import RequestBackend
 from .stored import require_storable
 from .task_handles import TaskHandles, inline_window, speaks_tasks
-from .task_methods import ToolCall
+from .task_methods import TaskMethods, ToolCall
 
 logger = logging.getLogger("mcp_tasks.protocol")
 
 Handler = Callable[[MCPServer, RequestInfo, Sink, dict[str, Any]], Awaitable[dict[str, Any]]]
-
-#: ``(call) -> CreateTaskResult``: starts a task.
-TaskStarter = Callable[[ToolCall], Awaitable[dict[str, Any]]]
 
 
 def server_info() -> dict[str, Any]:
@@ -217,10 +214,10 @@ async def call_tool(
     sink: Sink,
     params: dict[str, Any],
     *,
-    start_task: TaskStarter | None,
+    tasks: TaskMethods | None,
     companions: CompanionTools | None = None,
 ) -> dict[str, Any]:
-    """A plain call, or (``start_task``: an engine exists) a task's start; for a client without the
+    """A plain call, or (``tasks``: an engine exists) a task's start; for a client without the
     tasks extension (``companions``), a task followed for a window, or a companion tool."""
     plain = companions is not None and not speaks_tasks(info)
     if companions is not None and plain:
@@ -240,10 +237,10 @@ async def call_tool(
         return error_result(str(exc))
 
     handles = plain and TaskHandles.handled(tool)
-    how = _how_it_runs(tool, info, params, tasks=start_task is not None, handles=handles)
+    how = _how_it_runs(tool, info, params, tasks=tasks is not None, handles=handles)
     if how == "task":
-        assert start_task is not None
-        return await start_task(ToolCall(tool, validated, info, sink, params))
+        assert tasks is not None
+        return await tasks.start(ToolCall(tool, validated, info, sink, params))
     if how == "handle":
         assert companions is not None
         return await companions.handles.call(ToolCall(tool, validated, info, sink, params))

@@ -47,9 +47,7 @@ def method_tables(engine: TaskEngine | None) -> MethodTables:
         "tools/list": functools.partial(
             handlers.list_tools, tasks=has_tasks, companions=companions
         ),
-        "tools/call": functools.partial(
-            handlers.call_tool, start_task=tasks.start if tasks else None, companions=companions
-        ),
+        "tools/call": functools.partial(handlers.call_tool, tasks=tasks, companions=companions),
         "prompts/list": handlers.list_prompts,
         "prompts/get": handlers.get_prompt,
         "resources/list": handlers.list_resources,
