@@ -102,6 +102,7 @@ def _time_to_live(tool: ToolSpec, info: RequestInfo, params: dict[str, Any]) -> 
         not info.modern
         and isinstance(requested, dict)
         and isinstance(requested.get("ttl"), int)
+        and not isinstance(requested["ttl"], bool)  # JSON true is no number of milliseconds
         and requested["ttl"] > 0
     ):
         asked = min(requested["ttl"], LONGEST_TTL_MS) / 1000

@@ -386,6 +386,8 @@ async def test_requested_ttl_is_capped_by_the_tool_and_poll_interval_comes_from_
     assert shorter["ttl"] == 30_000
     unasked = await session.start("lt_optional", {}, ttl=None)
     assert unasked["ttl"] == 600_000
+    boolean = await session.start("lt_optional", {}, ttl=True)  # not 1 ms
+    assert boolean["ttl"] == 600_000
 
 
 async def test_required_tool_without_params_task_is_method_not_found(sessions: Any) -> None:
