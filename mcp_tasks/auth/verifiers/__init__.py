@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Awaitable, Callable
 
 from ...conf import get_config
 from .. import AccessToken
@@ -20,23 +21,23 @@ class TokenCache:
     def __init__(self) -> None:
         self._entries: dict[str, tuple[float, AccessToken]] = {}
 
-    @staticmethod
-    def key(token: str) -> str:
-        return hashlib.sha256(token.encode()).hexdigest()
-
-    def get(self, token: str) -> AccessToken | None:
-        hit = self._entries.get(self.key(token))
-        if hit is None or hit[0] <= time.monotonic():
+    async def verify(
+        self, token: str, verifier: Callable[[str], Awaitable[AccessToken | None]]
+    ) -> AccessToken | None:
+        """The cached token while fresh and unexpired, else what ``verifier`` says."""
+        key = hashlib.sha256(token.encode()).hexdigest()
+        hit = self._entries.get(key)
+        if hit is not None and hit[0] > time.monotonic() and not hit[1].is_expired():
+            return hit[1]
+        found = await verifier(token)
+        if found is None:
             return None
-        return hit[1]
-
-    def put(self, token: str, access_token: AccessToken) -> None:
         ttl = float(get_config().TOKEN_CACHE_TTL)
-        if ttl <= 0:
-            return
-        if len(self._entries) >= self.LIMIT:
-            self._entries.clear()
-        self._entries[self.key(token)] = (time.monotonic() + ttl, access_token)
+        if ttl > 0:
+            if len(self._entries) >= self.LIMIT:
+                self._entries.clear()
+            self._entries[key] = (time.monotonic() + ttl, found)
+        return found
 
     def clear(self) -> None:
         self._entries.clear()

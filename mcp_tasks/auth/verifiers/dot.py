@@ -54,10 +54,4 @@ def _lookup(token: str) -> AccessToken | None:
 
 async def verify(token: str) -> AccessToken | None:
     """Verify a DOT access token (async: the lookup runs on the ORM thread)."""
-    found = cache.get(token)
-    if found is not None and not found.is_expired():
-        return found
-    found = await db(_lookup)(token)
-    if found is not None:
-        cache.put(token, found)
-    return found
+    return await cache.verify(token, db(_lookup))

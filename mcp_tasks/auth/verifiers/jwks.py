@@ -65,10 +65,4 @@ def _decode(token: str) -> AccessToken | None:
 
 async def verify(token: str) -> AccessToken | None:
     """Verify a JWT access token (fetching keys runs in a thread, not on the event loop)."""
-    found = cache.get(token)
-    if found is not None and not found.is_expired():
-        return found
-    found = await asyncio.to_thread(_decode, token)
-    if found is not None:
-        cache.put(token, found)
-    return found
+    return await cache.verify(token, lambda token: asyncio.to_thread(_decode, token))
