@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from django.conf import settings
@@ -71,29 +71,15 @@ def close_worker_connections() -> None:
     """Close the database connections a stopped worker leaves: its tool threads' (gone with
     them), the ORM thread's its calls went to, its event loop's own (PostgreSQL)."""
     gc.collect()
-    _on_the_orm_thread(connections.close_all)
+
+    async def close_on_the_orm_thread() -> None:
+        await db(connections.close_all)()
+
+    # From a new thread (the caller may be async): outside an async_to_sync run, db() calls
+    # go to Django's thread for sync code.
+    with ThreadPoolExecutor(1, thread_name_prefix="mcp_tasks-close-connections") as pool:
+        pool.submit(asyncio.run, close_on_the_orm_thread()).result()
     close_all_now()
-
-
-def _on_the_orm_thread(fn: Callable[[], None]) -> None:
-    """``fn`` in Django's thread for sync code, where ``mcp_tasks.core.db.db`` calls from
-    threads outside an ``async_to_sync`` run (a new thread: the caller may be async)."""
-    failed: list[BaseException] = []
-
-    async def call() -> None:
-        await db(fn)()
-
-    def run() -> None:
-        try:
-            asyncio.run(call())
-        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-            failed.append(exc)
-
-    thread = threading.Thread(target=run, name="mcp_tasks-close-connections")
-    thread.start()
-    thread.join()
-    if failed:
-        raise failed[0]
 
 
 def move_test_databases_to_files(directory: Path) -> list[str]:
