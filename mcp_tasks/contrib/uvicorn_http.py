@@ -81,16 +81,14 @@ def answer_and_close(transport: asyncio.Transport, response: bytes) -> None:
 
 
 class Refused(asyncio.Protocol):
-    """A connection taken from the accept queue only to be refused."""
+    """A connection taken from the accept queue only to be refused (at the client's EOF,
+    ``Protocol.eof_received`` lets the transport close)."""
 
     def __init__(self, response: bytes) -> None:
         self.response = response
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         answer_and_close(transport, self.response)  # type: ignore[arg-type]
-
-    def eof_received(self) -> None:
-        return None  # the client has read the answer: the transport closes
 
 
 #: The descriptor of the listening socket behind each local (family, port), found once.
@@ -102,18 +100,15 @@ def listener_of(sock: Any) -> socket.socket | None:
     (the caller closes it, else the port keeps listening at shutdown)."""
     host, port = sock.getsockname()[:2]
     key = (sock.family, port)
-    fd = _listener_fds.get(key)
-    if fd is not None:
-        found = _listening(fd, sock.family, host, port)
-        if found is not None:
-            return found
+    known = _listener_fds.get(key)
+    if known is not None and (found := _listening(known, sock.family, host, port)) is not None:
+        return found
     try:
         fds = [int(name) for name in os.listdir("/proc/self/fd")]
     except OSError:
         return None
     for fd in fds:
-        found = _listening(fd, sock.family, host, port)
-        if found is not None:
+        if (found := _listening(fd, sock.family, host, port)) is not None:
             _listener_fds[key] = fd
             return found
     return None
