@@ -58,7 +58,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     worker (before ``-k`` deselects any: the same database whatever runs)."""
     if not any(WORKER_FIXTURE in getattr(item, "fixturenames", ()) for item in items):
         return
-    if not _django_ready():
+    from django.apps import apps
+    from django.conf import settings
+
+    if not (settings.configured and apps.ready):
         return
     from .worker import move_test_databases_to_files
 
@@ -71,13 +74,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     directory = config.stash.get(_DIRECTORY, None)
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
-
-
-def _django_ready() -> bool:
-    from django.apps import apps
-    from django.conf import settings
-
-    return bool(settings.configured and apps.ready)
 
 
 @pytest.fixture

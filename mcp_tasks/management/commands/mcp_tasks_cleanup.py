@@ -16,6 +16,5 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        counts = maintain()
-        for name, count in counts.items():
+        for name, count in maintain().items():
             self.stdout.write(f"{name.replace('_', ' ')}: {count}")
