@@ -4,12 +4,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.registry import Collector
 
 from .collector import DatabaseCollector
 
@@ -96,15 +93,10 @@ REQUESTS_REFUSED = Counter(
 )
 
 
-class _ThisProcess(Collector):
-    """:data:`REGISTRY`'s metrics, for the scrape of a single process."""
-
-    def collect(self) -> Iterable[Metric]:
-        return REGISTRY.collect()
-
-
+#: The scrape of a single process: :data:`REGISTRY` (a registry is a collector) and the
+#: database's gauges.
 _SINGLE_PROCESS = CollectorRegistry()
-_SINGLE_PROCESS.register(_ThisProcess())
+_SINGLE_PROCESS.register(REGISTRY)
 _SINGLE_PROCESS.register(DatabaseCollector())
 
 
