@@ -52,5 +52,4 @@ def connect(**kwargs: Any) -> None:
 
 def exposition() -> Exposition | None:
     """The recorder, while metrics are on in this process."""
-    installed = metrics_hook.recorder
-    return _recorder if installed is not None and installed is _recorder else None
+    return _recorder if metrics_hook.recorder is _recorder else None

@@ -111,10 +111,9 @@ class OtelTracer:
     ) -> AbstractContextManager[OtelSpan]:
         method = str(message.get("method"))
         params = message.get("params")
-        tool = (
-            params.get("name") if method == "tools/call" and isinstance(params, Mapping) else None
-        )
-        tool = tool if isinstance(tool, str) else None
+        tool = params.get("name") if isinstance(params, Mapping) else None
+        if method != "tools/call" or not isinstance(tool, str):
+            tool = None
         request_id = message.get("id")
         parent, links = _request_parent(message, info.headers)
         span = self.tracer.start_span(

@@ -315,8 +315,7 @@ class Command(BaseCommand):
                 step = _next_step(result)
         except KeyboardInterrupt:
             bar.end()
-            cancel = get_config().COMPANION_TOOLS.cancel
-            client.call(cancel, {"task_id": task_id})
+            client.call(get_config().COMPANION_TOOLS.cancel, {"task_id": task_id})
             self.stderr.write(f"task {task_id} cancelled")
             raise CommandError("interrupted", returncode=INTERRUPTED) from None
         return result
@@ -368,9 +367,7 @@ def _next_step(result: dict[str, Any]) -> dict[str, Any] | None:
     if result.get("isError") or not isinstance(structured, dict) or "taskId" not in structured:
         return None
     step = structured.get("next")
-    if not isinstance(step, dict) or not isinstance(step.get("arguments"), dict):
-        return None
-    return step
+    return step if isinstance(step, dict) and isinstance(step.get("arguments"), dict) else None
 
 
 def _wants_tasks(data: Any) -> bool:
