@@ -20,15 +20,13 @@ def approve(
     """Approve the task's approval as ``user`` (who needs its permission: a superuser
     passes), with ``edits`` to its editable arguments; waits up to ``timeout`` seconds for
     the task's first job to ask for it."""
-    question = _waiting_approval(run, timeout)
-    approvals.decide(question.pk, user, approve=True, edits=edits)
+    approvals.decide(_waiting_approval(run, timeout).pk, user, approve=True, edits=edits)
 
 
 def reject(run: TaskRun | str, user: Any, reason: str, *, timeout: float = 10.0) -> None:
     """Reject the task's approval as ``user``, saying why: the task completes with an
     ``isError`` result."""
-    question = _waiting_approval(run, timeout)
-    approvals.decide(question.pk, user, approve=False, reason=reason)
+    approvals.decide(_waiting_approval(run, timeout).pk, user, approve=False, reason=reason)
 
 
 def _waiting_approval(run: TaskRun | str, timeout: float) -> InputRequest:
