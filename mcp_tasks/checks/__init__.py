@@ -19,11 +19,9 @@ from .metrics import check_metrics
 from .oauth import check_oauth
 from .redis import check_redis
 from .tools import check_tools
-from .workers import check_workers
+from .workers import IN_MEMORY_LAYER, IN_PROCESS_LAYER
 
 _README = "See https://django-mcp-tasks.readthedocs.io/en/latest/reference/settings.html"
-_IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
-_SINGLE_PROCESS_LAYERS = {_IN_MEMORY_LAYER, "mcp_tasks.layers.InProcessChannelLayer"}
 _CORE_REDIS_LAYER = "channels_redis.core.RedisChannelLayer"
 _PUBSUB_LAYER = "channels_redis.pubsub.RedisPubSubChannelLayer"
 
@@ -42,7 +40,7 @@ def check_mcp_tasks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
         messages += _check_hosts()
         messages += check_oauth()
         messages += _check_notifications()
-        messages += check_workers()
+        messages += worker_checks.check_workers()
         messages += check_redis()
         messages += check_metrics()
         messages += check_companions()
@@ -172,11 +170,6 @@ def _check_asgi_route() -> list[CheckMessage]:
     if not dotted:
         return []  # reported as E014
     path = get_config().PATH
-    fix = (
-        "In your asgi module, wrap Django's application: "
-        "application = mcp_application(get_asgi_application()) "
-        "(from mcp_tasks.asgi import mcp_application)."
-    )
     try:
         application = import_string(dotted)
     except Exception as exc:
@@ -194,7 +187,11 @@ def _check_asgi_route() -> list[CheckMessage]:
         Error(
             f"The ASGI application {dotted!r} does not route {path!r} to mcp_tasks; MCP "
             "clients will get 404.",
-            hint=fix,
+            hint=(
+                "In your asgi module, wrap Django's application: "
+                "application = mcp_application(get_asgi_application()) "
+                "(from mcp_tasks.asgi import mcp_application)."
+            ),
             id="mcp_tasks.E004",
         )
     ]
@@ -219,7 +216,7 @@ def _check_channel_layer() -> list[CheckMessage]:
                 id="mcp_tasks.E005",
             )
         ]
-    if layer.get("BACKEND") in _SINGLE_PROCESS_LAYERS and not settings.DEBUG:
+    if layer.get("BACKEND") in (IN_MEMORY_LAYER, IN_PROCESS_LAYER) and not settings.DEBUG:
         return [
             CheckWarning(
                 "An in-memory channel layer only reaches the process it lives in: with more "

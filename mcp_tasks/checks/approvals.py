@@ -28,7 +28,7 @@ def check_approvals() -> list[CheckMessage]:
             id="mcp_tasks.E018",
         )
         for tool in mcp.tools.values()
-        if getattr(tool, "approval", None) is not None and tool.task.mode != "required"
+        if tool.approval is not None and tool.task.mode != "required"
     ]
     return messages + _check_permissions()
 
@@ -41,7 +41,7 @@ def _check_permissions() -> list[CheckMessage]:
     declared = declared_permissions()
     messages: list[CheckMessage] = []
     for tool in mcp.tools.values():
-        approval = getattr(tool, "approval", None)
+        approval = tool.approval
         if approval is None or approval.permission in declared:
             continue
         app_label = approval.permission.split(".")[0]
@@ -69,11 +69,10 @@ def _check_permissions() -> list[CheckMessage]:
 
 def declared_permissions() -> set[str]:
     """``app_label.codename`` of every permission the installed models declare."""
-    names = set()
-    for app_config in apps.get_app_configs():
-        for model in app_config.get_models():
-            opts = model._meta
-            for action in opts.default_permissions:
-                names.add(f"{opts.app_label}.{get_permission_codename(action, opts)}")
-            names.update(f"{opts.app_label}.{codename}" for codename, _ in opts.permissions)
+    names: set[str] = set()
+    for model in apps.get_models():
+        opts = model._meta
+        codenames = [get_permission_codename(action, opts) for action in opts.default_permissions]
+        codenames += [codename for codename, _ in opts.permissions]
+        names.update(f"{opts.app_label}.{codename}" for codename in codenames)
     return names

@@ -4,26 +4,20 @@ Sentinel service (a failover would move only some)."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning as CheckWarning
 
 from ..conf import get_config
-from ..core.redis_clients import RedisTarget, describe_all, layer_targets, queue_target
-from .workers import task_queues
-
-
-def _queue_names() -> list[str]:
-    """The queues task jobs go to (``TASK_QUEUE`` and the tools' own), when configured."""
-    queues = getattr(settings, "RQ_QUEUES", None)
-    known = set(queues) if isinstance(queues, dict) else set()
-    return [name for name in task_queues() if name in known]  # a missing one is E012
+from ..core.redis_clients import RedisTarget, layer_targets, queue_target
+from .workers import configured_queues, task_queues
 
 
 def redis_users() -> list[RedisTarget]:
     """Every Redis mcp_tasks connects to, as configured (none in embedded mode but the
     channel layer's, if it is channels_redis')."""
-    targets = [] if get_config().EMBEDDED_WORKER else [queue_target(n) for n in _queue_names()]
-    return targets + layer_targets(get_config().CHANNEL_LAYER)
+    config = get_config()
+    known = configured_queues()  # a missing queue is E012
+    queues = [] if config.EMBEDDED_WORKER else [name for name in task_queues() if name in known]
+    return [queue_target(name) for name in queues] + layer_targets(config.CHANNEL_LAYER)
 
 
 def check_redis() -> list[CheckMessage]:
@@ -49,10 +43,11 @@ def check_redis() -> list[CheckMessage]:
     }
     fixed = [target for target in users if not target.is_sentinel and not target.foreign]
     if services and (fixed or len({name for name, _ in services}) > 1):
+        described = "; ".join(f"{target.where}: {target.describe()}" for target in users)
         messages.append(
             CheckWarning(
                 "The Redis users of mcp_tasks do not follow the same Redis: "
-                f"{describe_all(users)}. A Sentinel failover moves only those that ask the "
+                f"{described}. A Sentinel failover moves only those that ask the "
                 "Sentinels; the others keep using the old master (or another Redis), so jobs, "
                 "wake-ups and notifications part ways.",
                 hint=(

@@ -17,8 +17,8 @@ from ..core.db import SQLITE_OPTIONS as _SQLITE_OPTIONS
 from ..tasks.worker.task_worker import takes_task_jobs
 
 _TASK_WORKER = "mcp_tasks.tasks.worker.TaskWorker"
-_IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
-_IN_PROCESS_LAYER = "mcp_tasks.layers.InProcessChannelLayer"
+IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
+IN_PROCESS_LAYER = "mcp_tasks.layers.InProcessChannelLayer"
 
 
 def check_workers() -> list[CheckMessage]:
@@ -94,15 +94,15 @@ def _check_embedded_packages() -> list[CheckMessage]:
 def _check_embedded_layer() -> list[CheckMessage]:
     """Channels' in-memory layer keeps asyncio queues of one event loop: the embedded
     worker's thread, on another loop, cannot use it safely."""
-    if _layer_backend() != _IN_MEMORY_LAYER:
+    if _layer_backend() != IN_MEMORY_LAYER:
         return []
     return [
         CheckWarning(
-            f"{_IN_MEMORY_LAYER} with MCP_TASKS['EMBEDDED_WORKER']: the worker thread runs "
+            f"{IN_MEMORY_LAYER} with MCP_TASKS['EMBEDDED_WORKER']: the worker thread runs "
             "its own event loop, which that layer does not support, so an answer or a cancel "
             "reaches a running task only at its next heartbeat (seconds, not milliseconds).",
             hint=(
-                f"Set CHANNEL_LAYERS = {{'default': {{'BACKEND': '{_IN_PROCESS_LAYER}'}}}}: "
+                f"Set CHANNEL_LAYERS = {{'default': {{'BACKEND': '{IN_PROCESS_LAYER}'}}}}: "
                 "the same in-memory layer, safe across the threads of one process."
             ),
             id="mcp_tasks.W008",
@@ -112,7 +112,7 @@ def _check_embedded_layer() -> list[CheckMessage]:
 
 def _check_worker_layer() -> list[CheckMessage]:
     """Task workers in their own processes cannot reach an in-process layer."""
-    if _layer_backend() not in (_IN_MEMORY_LAYER, _IN_PROCESS_LAYER):
+    if _layer_backend() not in (IN_MEMORY_LAYER, IN_PROCESS_LAYER):
         return []
     return [
         CheckWarning(
@@ -139,10 +139,14 @@ def task_queues() -> dict[str, str]:
     return wanted
 
 
+def configured_queues() -> set[str]:
+    queues = getattr(settings, "RQ_QUEUES", None)
+    return set(queues) if isinstance(queues, dict) else set()
+
+
 def _check_queues() -> list[CheckMessage]:
     """Every queue a task can go to is in ``RQ_QUEUES``."""
-    queues = getattr(settings, "RQ_QUEUES", None)
-    known = set(queues) if isinstance(queues, dict) else set()
+    known = configured_queues()
     return [
         Error(
             f"RQ_QUEUES has no {name!r} queue, which {source} names: its tasks could not be "

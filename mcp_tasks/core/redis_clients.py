@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -292,7 +292,3 @@ async def riding_out(
                 await reconnect()
         await asyncio.sleep(pause)
         pause = min(1.0, pause * 2)
-
-
-def describe_all(targets: Sequence[RedisTarget]) -> str:
-    return "; ".join(f"{target.where}: {target.describe()}" for target in targets)
