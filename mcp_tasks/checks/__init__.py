@@ -249,12 +249,7 @@ def _check_channel_layer() -> list[CheckMessage]:
 def _check_redis_read_timeout(layer: dict[str, Any]) -> list[CheckMessage]:
     """W003: channels_redis blocks 5 s per read; redis-py's default socket timeout is 5 s."""
     hosts = (layer.get("CONFIG") or {}).get("hosts") or []
-    short = [
-        host
-        for host in hosts
-        if not isinstance(host, dict) or (host.get("socket_timeout") or 0) <= 5
-    ]
-    if not short:
+    if all(isinstance(host, dict) and (host.get("socket_timeout") or 0) > 5 for host in hosts):
         return []
     return [
         CheckWarning(

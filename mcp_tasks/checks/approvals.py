@@ -34,8 +34,7 @@ def check_approvals() -> list[CheckMessage]:
 
 
 def _check_permissions() -> list[CheckMessage]:
-    """W015: a permission no installed model declares is usually a typo (only superusers
-    could decide)."""
+    """W015: a permission no model declares, usually a typo (only superusers could decide)."""
     if not apps.is_installed("django.contrib.auth"):
         return []
     declared = declared_permissions()

@@ -61,7 +61,7 @@ def check_oauth() -> list[CheckMessage]:
                 id="mcp_tasks.E009",
             )
         )
-    servers = list(config.AUTHORIZATION_SERVERS)
+    servers = config.AUTHORIZATION_SERVERS
     if servers and not verifier:
         messages.append(
             Error(
@@ -75,8 +75,7 @@ def check_oauth() -> list[CheckMessage]:
         if server.startswith("/"):
             continue  # on this server's own origin
         parts = urlsplit(server)
-        local = parts.hostname in _LOCAL
-        if not _absolute_url(server) or (parts.scheme != "https" and not local):
+        if not _absolute_url(server) or (parts.scheme != "https" and parts.hostname not in _LOCAL):
             messages.append(
                 CheckWarning(
                     f"AUTHORIZATION_SERVERS has {server!r}, which is not an https URL; "
