@@ -45,10 +45,8 @@ def mcp_application(django_app: ASGIApp, path: str | None = None) -> ASGIApp:
         if scope["path"].rstrip("/") == mcp_path or scope["path"] == mcp_path:
             # Only a request with a session cookie can have a session user: the others
             # skip the session and user lookups (a trip to the ORM thread each).
-            if _has_cookie(scope, session_cookie):
-                await with_session(scope, receive, send)
-            else:
-                await consumer(scope, receive, send)
+            app = with_session if _has_cookie(scope, session_cookie) else consumer
+            await app(scope, receive, send)
         elif resource_metadata.is_metadata_path(scope["path"]):
             await resource_metadata.serve(scope, receive, send)
         else:

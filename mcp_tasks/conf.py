@@ -79,8 +79,6 @@ Seconds = Annotated[int | float, PlainValidator(_seconds)]
 Count = Annotated[StrictInt, Field(ge=0)]
 #: A whole number, 1 or more.
 Positive = Annotated[StrictInt, Field(ge=1)]
-Bytes = Count
-Milliseconds = Count
 UrlPath = Annotated[StrictStr, AfterValidator(_url_path)]
 DottedPath = Annotated[str | Callable[..., Any], PlainValidator(_dotted_path)]
 SiteUrl = Annotated[StrictStr, AfterValidator(_site_url)]
@@ -115,7 +113,7 @@ class _Endpoint(BaseModel):
         "ends TLS, the scheme `SECURE_PROXY_SSL_HEADER` reads), are always allowed; any other "
         "origin gets 403.",
     )
-    MAX_BODY_BYTES: Bytes = setting(
+    MAX_BODY_BYTES: Count = setting(
         4 * 1024 * 1024, "Largest accepted request body; larger → HTTP 413."
     )
     MAX_REQUESTS_IN_PROGRESS: Positive | None = setting(
@@ -236,7 +234,7 @@ class _SignIn(_Endpoint):
     CHANNEL_LAYER: Text = setting(
         "default", "Alias in `CHANNEL_LAYERS` used for cross-process routing."
     )
-    LIST_TTL_MS: Milliseconds = setting(
+    LIST_TTL_MS: Count = setting(
         0, "`ttlMs` announced on list results and `server/discover` (modern era)."
     )
 

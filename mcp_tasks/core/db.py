@@ -109,14 +109,11 @@ def db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
 def unreachable_errors() -> tuple[type[BaseException], ...]:
     """What an unreachable database raises: Django's ``OperationalError`` and
     ``InterfaceError``, and psycopg's own (:mod:`mcp_tasks.tasks.state.loop_database`)."""
-    errors: list[type[BaseException]] = [OperationalError, InterfaceError]
     try:
         import psycopg
     except ImportError:
-        pass
-    else:
-        errors += [psycopg.OperationalError, psycopg.InterfaceError]
-    return tuple(errors)
+        return (OperationalError, InterfaceError)
+    return (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
 
 
 async def persistently(call: Callable[[], Awaitable[R]], within: float, what: str) -> R:

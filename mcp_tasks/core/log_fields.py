@@ -15,14 +15,9 @@ FIELDS = ("task_id", "tool", "principal")
 _current: ContextVar[dict[str, str] | None] = ContextVar("mcp_tasks_task_fields", default=None)
 
 
-def fields(task_id: str, tool: str, principal: str) -> dict[str, str]:
-    """The ``extra`` of a log line about one task."""
-    return {"task_id": task_id, "tool": tool, "principal": principal}
-
-
 def of(task: Any) -> dict[str, str]:
     """The ``extra`` of a log line about ``task`` (a :class:`~mcp_tasks.models.Task`)."""
-    return fields(task.id, task.tool_name, task.principal_scope)
+    return {"task_id": task.id, "tool": task.tool_name, "principal": task.principal_scope}
 
 
 @contextmanager

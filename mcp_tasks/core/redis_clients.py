@@ -113,9 +113,7 @@ def rq_target(config: Mapping[str, Any], where: str) -> RedisTarget:
     if "USE_REDIS_CACHE" in config:
         return RedisTarget(where, foreign=True)
     if "UNIX_SOCKET_PATH" in config:
-        return RedisTarget(
-            where, kwargs={"unix_socket_path": config["UNIX_SOCKET_PATH"], "db": config.get("DB")}
-        )
+        return RedisTarget(where, kwargs={"unix_socket_path": config["UNIX_SOCKET_PATH"], "db": db})
     if "SENTINELS" in config:
         sentinels = _sentinel_addresses(config["SENTINELS"])
         kwargs = {
