@@ -23,7 +23,6 @@ class StoredSession:
     """A legacy session as the protocol layer sees it (implements ``SessionHandle``)."""
 
     def __init__(self, row: LegacySession) -> None:
-        self._row = row
         self.id = row.id
         self.principal_scope = row.principal_scope
         self.protocol_version = row.protocol_version
