@@ -201,11 +201,11 @@ def _check_channel_layer() -> list[CheckMessage]:
     alias = get_config().CHANNEL_LAYER
     layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
     layer = layers.get(alias) if isinstance(layers, dict) else None
-    if not layer:
+    if not layer or not isinstance(layer, dict):
         return [
             Error(
-                f"CHANNEL_LAYERS has no {alias!r} layer; mcp_tasks reaches legacy sessions' "
-                "streams and waiting calls through it.",
+                f"CHANNEL_LAYERS has no {alias!r} layer (a dict with its 'BACKEND'); mcp_tasks "
+                "reaches legacy sessions' streams and waiting calls through it.",
                 hint=(
                     f"Add CHANNEL_LAYERS = {{{alias!r}: {{'BACKEND': '{_PUBSUB_LAYER}', "
                     "'CONFIG': {'hosts': [REDIS_URL]}}} "
@@ -248,7 +248,8 @@ def _check_channel_layer() -> list[CheckMessage]:
 
 def _check_redis_read_timeout(layer: dict[str, Any]) -> list[CheckMessage]:
     """W003: channels_redis blocks 5 s per read; redis-py's default socket timeout is 5 s."""
-    hosts = (layer.get("CONFIG") or {}).get("hosts") or []
+    config = layer.get("CONFIG")
+    hosts = (config.get("hosts") if isinstance(config, dict) else None) or []
     if all(isinstance(host, dict) and (host.get("socket_timeout") or 0) > 5 for host in hosts):
         return []
     return [

@@ -180,11 +180,17 @@ def layer_targets(alias: str) -> list[RedisTarget]:
     """The Redis servers of ``CHANNEL_LAYERS[alias]`` as channels_redis reads its ``hosts``
     (``channels_redis.utils.decode_hosts`` and ``create_pool``); [] for a layer that is not
     channels_redis'."""
-    layer: dict[str, Any] = (getattr(settings, "CHANNEL_LAYERS", None) or {}).get(alias) or {}
-    if not str(layer.get("BACKEND", "")).startswith("channels_redis."):
+    layers = getattr(settings, "CHANNEL_LAYERS", None)
+    layer = layers.get(alias) if isinstance(layers, dict) else None  # not a dict: E005
+    if not isinstance(layer, dict) or not str(layer.get("BACKEND", "")).startswith(
+        "channels_redis."
+    ):
         return []
-    hosts = (layer.get("CONFIG") or {}).get("hosts")
     where = f"CHANNEL_LAYERS[{alias!r}]"
+    config = layer.get("CONFIG") or {}
+    if not isinstance(config, dict):
+        return [RedisTarget(where, problem="'CONFIG' must be a dict")]
+    hosts = config.get("hosts")
     if not hosts:
         return [RedisTarget(f"{where} (no hosts)", url="redis://localhost:6379")]
     if isinstance(hosts, (str, bytes)):

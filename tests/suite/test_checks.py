@@ -17,9 +17,10 @@ from mcp_tasks.conf import DEFAULTS
 from mcp_tasks.core.db import SQLITE_OPTIONS
 
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+PUBSUB_LAYER = "channels_redis.pubsub.RedisPubSubChannelLayer"
 REDIS = {
     "default": {
-        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "BACKEND": PUBSUB_LAYER,
         "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"]},
     }
 }
@@ -250,6 +251,24 @@ def test_missing_channel_layer_is_e005() -> None:
         messages = run()
     assert [m.id for m in messages] == ["mcp_tasks.E005"]
     assert "channels_redis.pubsub.RedisPubSubChannelLayer" in (messages[0].hint or "")
+
+
+@pytest.mark.parametrize(
+    "layers", [{"default": PUBSUB_LAYER}, {"default": [REDIS["default"]]}, [REDIS]]
+)
+def test_a_channel_layer_that_is_no_dict_is_e005_not_a_crash(layers: Any) -> None:
+    with override_settings(CHANNEL_LAYERS=layers):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E005"]
+    assert "a dict with its 'BACKEND'" in messages[0].msg
+
+
+def test_a_channels_redis_config_that_is_no_dict_is_e019_not_a_crash() -> None:
+    layers = {"default": {"BACKEND": PUBSUB_LAYER, "CONFIG": ["redis://127.0.0.1:6379/0"]}}
+    with override_settings(CHANNEL_LAYERS=layers):
+        messages = run()
+    assert [m.id for m in messages] == ["mcp_tasks.E019"]
+    assert "'CONFIG' must be a dict" in messages[0].msg
 
 
 def test_channel_layer_alias_comes_from_mcp_tasks() -> None:
