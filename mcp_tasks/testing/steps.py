@@ -109,7 +109,9 @@ def calling(
         result: Message = yield Request("tools/call", params, tasks, listener(on_progress))
         if result.get("resultType") != "input_required":
             return result
-        responses = yield from _answers(questions_in(result), answer, None)
+        if not (questions := questions_in(result)):  # retrying would get the same answer
+            raise McpClientError(f"{name}: input_required without inputRequests: {result!r:.300}")
+        responses = yield from _answers(questions, answer, None)
         params = {**params, "inputResponses": responses}
         params.pop("requestState", None)
         if "requestState" in result:  # echoed as it came

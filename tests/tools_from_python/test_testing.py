@@ -4,6 +4,7 @@ worker."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -284,3 +285,27 @@ def test_without_httpx_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "httpx", None)
     with pytest.raises(ImportError, match=r"django-mcp-tasks\[testing\]"):
         McpClient("http://127.0.0.1:9/mcp").call("add")
+
+
+# -- a server that breaks the protocol --------------------------------------------------------
+
+
+async def asks_for_nothing(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An MCP endpoint that answers every request ``input_required`` with no questions."""
+    message = await receive()
+    request = json.loads(message.get("body") or b"{}")
+    result = {"resultType": "input_required", "inputRequests": {}}
+    body = json.dumps({"jsonrpc": "2.0", "id": request.get("id"), "result": result}).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
+    await send({"type": "http.response.body", "body": body})
+
+
+JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+def test_input_required_without_questions_is_a_clear_client_error() -> None:
+    calls: list[Question] = []
+    with McpClient.in_process(asks_for_nothing) as client:
+        with pytest.raises(McpClientError, match="input_required without inputRequests"):
+            client.call("add", {"a": 1, "b": 2}, answer=calls.append)
+    assert calls == []
