@@ -9,6 +9,7 @@ else the call answers with a handle (:func:`~.handle_shapes.handle_result`). The
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -152,9 +153,10 @@ class TaskHandles:
             try:
                 created = await asyncio.shield(creation)
             except asyncio.CancelledError:
-                created = await creation
-                if not isinstance(created, dict):
-                    await self._abandon(created.id, info.principal.scope)
+                with contextlib.suppress(Exception):  # a refusal or failure: the cancel wins
+                    created = await creation
+                    if not isinstance(created, dict):
+                        await self._abandon(created.id, info.principal.scope)
                 raise
             if isinstance(created, dict):
                 return created  # TaskConfig.prepare asks first (MRTR)

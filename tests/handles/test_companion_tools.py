@@ -7,8 +7,9 @@ so every task here is still waiting (a window of 0 answers at once)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -18,11 +19,15 @@ from mcp_tasks import MCPServer, TaskConfig
 from mcp_tasks.authoring.registry import mcp
 from mcp_tasks.checks import check_mcp_tasks as run_checks
 from mcp_tasks.checks.companions import check_companions
+from mcp_tasks.core.task_contract import QuotaExceeded
 from mcp_tasks.models import InputRequest
 from mcp_tasks.protocol import request_state
 from mcp_tasks.protocol.handle_shapes import expected_answer
+from mcp_tasks.protocol.task_handles import TaskHandles
+from mcp_tasks.protocol.task_methods import ToolCall
 from mcp_tasks.tasks.state import service
 from tests.support.protocol_fixtures import (
+    FakeSink,
     call,
     error_code,
     legacy_info,
@@ -306,3 +311,36 @@ async def test_the_model_answers_a_sampling_question_with_its_text(
         "text": "Old pond, a frog jumps",
     }
     assert stored.answered_by == "client"
+
+
+# -- a cancel during the task's creation -------------------------------------------------------
+
+
+async def test_a_call_cancelled_while_its_task_is_refused_stays_cancelled() -> None:
+    # The creation runs on when the call is cancelled (a task made meanwhile is then
+    # abandoned); if it fails instead, the cancel must still reach the caller.
+    server = MCPServer()
+
+    @server.tool(task=True)
+    async def later() -> str:
+        return "done"
+
+    release = asyncio.Event()
+
+    class RefusingTasks:
+        engine: Any = None
+
+        async def create(self, call: ToolCall, caller: Any) -> Any:
+            await release.wait()
+            raise QuotaExceeded("MAX_ACTIVE_TASKS", 1, "this caller")
+
+    handles = TaskHandles(cast(Any, RefusingTasks()))
+    params: dict[str, Any] = {"name": "later", "arguments": {}}
+    tool_call = ToolCall(server.tools["later"], {}, modern_info(), FakeSink(), params)
+    running = asyncio.ensure_future(handles.call(tool_call))
+    await asyncio.sleep(0)  # the creation has started and waits
+    running.cancel()
+    await asyncio.sleep(0)
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await running
