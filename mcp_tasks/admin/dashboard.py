@@ -310,6 +310,8 @@ def _percentile(
     low = math.floor(rank)
     rows = ordered.values_list(*fields)[low : low + 2]
     values: list[dt.timedelta] = [later - earlier for later, earlier in rows]
+    if not values:  # the rows counted are gone (purged meanwhile)
+        return None
     if len(values) < 2 or rank == low:
         return values[0]
     return values[0] + (values[1] - values[0]) * (rank - low)
