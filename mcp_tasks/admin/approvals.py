@@ -71,8 +71,9 @@ def _property(schema: Mapping[str, Any], name: str) -> dict[str, Any]:
         prop = {**defs.get(str(prop.pop("$ref")).rsplit("/", 1)[-1], {}), **prop}
     options = prop.get("anyOf")
     if isinstance(options, list) and {"type": "null"} in options and len(options) == 2:
-        (inner,) = [option for option in options if option != {"type": "null"}]
-        prop = {**inner, **{k: v for k, v in prop.items() if k != "anyOf"}}
+        inner = [option for option in options if option != {"type": "null"}]
+        if len(inner) == 1 and isinstance(inner[0], dict):  # a hand-written schema may not be
+            prop = {**inner[0], **{k: v for k, v in prop.items() if k != "anyOf"}}
     return prop
 
 

@@ -14,6 +14,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from mcp_tasks.admin import approvals as admin_approvals
 from mcp_tasks.authoring.approval import StaffAudience
 from mcp_tasks.models import InputRequest, InputRequestStatus, Task, TaskStatus
 
@@ -174,3 +175,17 @@ def test_the_waiting_list_and_header_count_include_approvals(
     page = text(signed_in(client, approver).get("/admin/mcp_tasks/inputrequest/"))
     assert "Refund 120.0 EUR to acme" in page and "Approval" in page
     assert "Waiting questions (1)" in page
+
+
+@pytest.mark.parametrize(
+    "options",
+    [[{"type": "null"}, {"type": "null"}], [{"type": "null"}, True]],
+    ids=["null-twice", "boolean-schema"],
+)
+def test_an_odd_optional_in_a_hand_written_schema_is_left_as_written(
+    options: list[Any],
+) -> None:
+    schema = {"properties": {"limit": {"anyOf": options, "title": "Limit"}}}
+    assert admin_approvals._property(schema, "limit") == {"anyOf": options, "title": "Limit"}
+    usual = {"properties": {"limit": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}}
+    assert admin_approvals._property(usual, "limit") == {"type": "integer"}
