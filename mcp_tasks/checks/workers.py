@@ -3,7 +3,6 @@ mode's packages, the channel layer and SQLite a worker shares."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -13,7 +12,7 @@ from django.utils.module_loading import import_string
 from ..authoring.registry import mcp
 from ..conf import get_config
 from ..core import module_available as module_available  # tests patch it here
-from ..core.db import SQLITE_OPTIONS as _SQLITE_OPTIONS
+from ..core.db import SQLITE_OPTIONS as _SQLITE_OPTIONS, in_memory_name
 from ..tasks.worker.task_worker import takes_task_jobs
 
 _TASK_WORKER = "mcp_tasks.tasks.worker.TaskWorker"
@@ -167,7 +166,9 @@ def _check_sqlite() -> list[CheckMessage]:
     """W009: a SQLite file workers share needs to wait for locks, take the write lock up
     front and let readers run beside a writer."""
     database = settings.DATABASES.get("default", {})
-    if database.get("ENGINE") != "django.db.backends.sqlite3" or _in_memory(database):
+    if database.get("ENGINE") != "django.db.backends.sqlite3":
+        return []
+    if in_memory_name(database.get("NAME")):
         return []
     options = database.get("OPTIONS") or {}
     init = str(options.get("init_command", "")).lower().replace(" ", "")
@@ -191,8 +192,3 @@ def _check_sqlite() -> list[CheckMessage]:
             id="mcp_tasks.W009",
         )
     ]
-
-
-def _in_memory(database: Mapping[str, Any]) -> bool:
-    name = str(database.get("NAME", ""))
-    return name in ("", ":memory:") or "mode=memory" in name or name.startswith("file:memorydb")

@@ -143,7 +143,11 @@ async def persistently(call: Callable[[], Awaitable[R]], within: float, what: st
 def in_memory_sqlite(alias: str = "default") -> bool:
     """Whether the database ``alias`` is SQLite in memory, whose table locks fail at once
     ("database table is locked"): no other thread may write beside it."""
-    name = connections[alias].settings_dict.get("NAME")
-    return connections[alias].vendor == "sqlite" and (
-        not name or str(name) == ":memory:" or "mode=memory" in str(name)
-    )
+    connection = connections[alias]
+    return connection.vendor == "sqlite" and in_memory_name(connection.settings_dict.get("NAME"))
+
+
+def in_memory_name(name: Any) -> bool:
+    """Whether a SQLite ``NAME`` is in memory: unnamed, ``:memory:`` or a ``mode=memory``
+    URI (Django's test databases)."""
+    return not name or str(name) == ":memory:" or "mode=memory" in str(name)
