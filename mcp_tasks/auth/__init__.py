@@ -36,7 +36,9 @@ class AccessToken:
 
     def is_expired(self, now: float | None = None) -> bool:
         """True when ``expires_at`` has passed."""
-        return self.expires_at is not None and self.expires_at <= (now or time.time())
+        return self.expires_at is not None and self.expires_at <= (
+            time.time() if now is None else now
+        )
 
     @property
     def subject(self) -> str | None:

@@ -19,7 +19,7 @@ from django.test import override_settings
 from django.utils import timezone
 from oauth2_provider.models import AccessToken as DotToken, Application
 
-from mcp_tasks.auth import InvalidTokenError, principal_for
+from mcp_tasks.auth import AccessToken, InvalidTokenError, principal_for
 from mcp_tasks.auth.verifiers import dot, jwks
 from mcp_tasks.core.db import db
 from tests.signin.asgi_calls import call, modern, request, scoped_tool
@@ -295,3 +295,11 @@ async def test_dot_token_for_no_resource_gets_401_that_says_so() -> None:
     assert 'error="invalid_token"' in challenge
     assert "issued for no resource" in challenge
     assert "invalid or expired" not in challenge
+
+
+def test_expiry_is_read_against_the_time_given_even_zero() -> None:
+    token = AccessToken(token="t", client_id="c", expires_at=100)
+    assert not token.is_expired(now=0)  # at the epoch it had 100 s left
+    assert token.is_expired(now=100)
+    assert token.is_expired()  # now, long after
+    assert not AccessToken(token="t", client_id="c").is_expired()
