@@ -175,6 +175,20 @@ def _header_param_paths(
     return found
 
 
+def _same_number(decoded: str, value: int | float) -> bool:
+    """Whether a header names the number ``value``; an integer is compared exactly (one past
+    a double's range or precision too), as Python compares a float with an int."""
+    if isinstance(value, int):
+        try:
+            return int(decoded) == value
+        except ValueError:
+            pass  # "3.0", "3e0": a float
+    try:
+        return float(decoded) == value
+    except ValueError:
+        return False
+
+
 def check_param_headers(
     input_schema: Mapping[str, Any],
     arguments: Mapping[str, Any],
@@ -196,10 +210,7 @@ def check_param_headers(
         if isinstance(value, bool):
             matches = decoded == ("true" if value else "false")
         elif isinstance(value, int | float):
-            try:
-                matches = float(decoded) == float(value)
-            except ValueError:
-                matches = False
+            matches = _same_number(decoded, value)
         else:
             matches = decoded == str(value)
         if not matches:

@@ -244,3 +244,44 @@ async def test_tools_call_checks_param_headers_in_the_modern_era(server: MCPServ
     right = modern_info(headers={"mcp-param-region": "eu"})
     assert error_code(await run(server, call("regional", {"region": "eu"}), wrong)) == -32020
     assert text(result_of(await run(server, call("regional", {"region": "eu"}), right))) == "eu:1"
+
+
+@pytest.mark.parametrize(
+    ("value", "header", "matches"),
+    [
+        (10**400, "1" + "0" * 400, True),
+        (10**400, "1", False),
+        (10**400, "inf", False),
+        (2**53 + 1, str(2**53), False),
+        (2**53 + 1, str(2**53 + 1), True),
+        (3, "3.0", True),
+        (0.5, "0.5", True),
+    ],
+    ids=[
+        "huge-same",
+        "huge-other",
+        "huge-vs-inf",
+        "past-double-other",
+        "past-double-same",
+        "int-as-float",
+        "float",
+    ],
+)
+async def test_a_numeric_param_header_is_compared_exactly(
+    server: MCPServer, value: Any, header: str, matches: bool
+) -> None:
+    """An integer argument past a double's range or precision is compared as the integer
+    it is: no ``OverflowError`` (a ``-32603``), no match of a different number."""
+    schema = server.tools["regional"].input_schema
+    headers = {"mcp-param-region": header}
+    if matches:
+        check_param_headers(schema, {"region": value}, headers)
+    else:
+        with pytest.raises(ProtocolError) as caught:
+            check_param_headers(schema, {"region": value}, headers)
+        assert caught.value.code == -32020
+    response = await run(server, call("regional", {"region": value}), modern_info(headers=headers))
+    if not matches:
+        assert error_code(response) == -32020
+    else:
+        assert "error" not in response or response["error"]["code"] != -32603
