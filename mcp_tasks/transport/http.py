@@ -207,8 +207,10 @@ def _media_types(value: str | None) -> set[str]:
 
 
 def accepts(headers: dict[str, str | list[str]], *needed: str) -> bool:
-    """True when the Accept header lists every ``needed`` type (wildcards count)."""
-    offered = _media_types(first(headers, "accept"))
+    """True when the Accept header lists every ``needed`` type (wildcards count); header
+    lines of one name make one list (RFC 9110 section 5.3)."""
+    value = headers.get("accept")
+    offered = _media_types(", ".join(value) if isinstance(value, list) else value)
     return all(offered & {media, media.split("/", 1)[0] + "/*", "*/*"} for media in needed)
 
 

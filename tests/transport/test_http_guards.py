@@ -239,6 +239,21 @@ async def test_accept_with_parameters_and_quality_values_is_fine(
     assert response.status_code == 200
 
 
+async def test_accept_split_over_two_header_lines_is_fine(
+    http: httpx.AsyncClient, url: str
+) -> None:
+    """RFC 9110 section 5.3: header lines of one name are one comma-separated list, so
+    ``Accept: application/json`` plus ``Accept: text/event-stream`` accepts both."""
+    body = modern_request("tools/list")
+    headers = [
+        (name, value) for name, value in modern_headers("tools/list").items() if name != "Accept"
+    ]
+    headers += [("Accept", "application/json"), ("Accept", "text/event-stream")]
+    response = await http.post(url, content=json.dumps(body), headers=headers)
+    assert response.status_code == 200, response.text
+    assert "tools" in final_message(response)["result"]
+
+
 async def test_wrong_content_type_is_415(http: httpx.AsyncClient, url: str) -> None:
     response = await post_modern(http, url, "tools/list", headers={"Content-Type": "text/plain"})
     assert response.status_code == 415
