@@ -8,6 +8,7 @@ import json
 import math
 from typing import Any
 
+from .. import jsontext
 from ..auth.permissions import allowed
 from ..authoring.registry import MCPServer
 from ..authoring.tool_call import error_result
@@ -16,7 +17,7 @@ from ..core.task_contract import InvalidAnswer, TaskNotFound
 from .handle_shapes import expected_answer, not_found_result, question_message, task_summary
 from .ports import QuestionView, TaskView
 from .request import RequestInfo, Sink
-from .stored import is_lookup_key
+from .stored import is_lookup_key, require_storable
 from .task_handles import Follow, TaskHandles
 
 #: The most tasks the list tool shows.
@@ -263,6 +264,8 @@ class CompanionTools:
                 f'Give the answer in "answer": {expected_answer(question.method, question.params or {})}.'
             )
         response = _response(question, arguments.get("answer"), action)
+        if jsontext.find(response, jsontext.NUL) is not None:  # stored: -32602 naming it
+            require_storable(arguments.get("answer"), "params.arguments.answer")
         try:
             answered = await self.engine.answer(
                 task.id, question.key, response, info.principal.scope, strict=True

@@ -313,6 +313,26 @@ async def test_the_model_answers_a_sampling_question_with_its_text(
     assert stored.answered_by == "client"
 
 
+@pytest.mark.django_db(transaction=True)
+async def test_an_answer_with_a_nul_is_refused_and_nothing_is_stored(
+    server: MCPServer, no_wait: None
+) -> None:
+    """``answer_task`` stores its answer: a NUL in it (PostgreSQL stores none) is the same
+    ``-32602`` naming the field as in ``tasks/update``, and the question still waits."""
+    handle = result_of(await run(server, call("only_as_task"), modern_info()))
+    task_id = handle["structuredContent"]["taskId"]
+    sampling = {"messages": [{"role": "user", "content": {"type": "text", "text": "Haiku?"}}]}
+    await sync_to_async(service.ask)(task_id, 1, "sampling/createMessage", sampling, "w", "s1")
+    arguments = {"task_id": task_id, "answer": "Old pond\x00"}
+    response = await run(server, call("answer_task", arguments), modern_info())
+    assert error_code(response) == -32602
+    assert "params.arguments.answer" in response["error"]["message"]
+    assert "NUL" in response["error"]["message"]
+    stored = await sync_to_async(InputRequest.objects.get)(task_id=task_id, key="s1")
+    assert stored.status == "pending"
+    assert stored.response is None
+
+
 # -- a cancel during the task's creation -------------------------------------------------------
 
 
