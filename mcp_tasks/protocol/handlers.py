@@ -443,6 +443,8 @@ async def complete(
     if not isinstance(argument.get("name"), str):
         raise ProtocolError(INVALID_PARAMS, "params.argument.name must be a string")
     context_arguments = _params_dict(params, "context").get("arguments") or {}
+    if not isinstance(context_arguments, dict):
+        raise ProtocolError(INVALID_PARAMS, "params.context.arguments must be an object")
     function = server.completions.get((ref_type, key))
     template = server.templates.get(key) if ref_type == "ref/resource" else None
     if template is not None and not await allowed(template.access, info.principal):

@@ -566,6 +566,30 @@ async def test_completion_uses_the_registered_function(server: MCPServer) -> Non
     assert result["completion"] == {"values": ["Ada", "Alan"], "total": 2, "hasMore": False}
 
 
+@pytest.mark.parametrize("context", [{"arguments": "formal"}, {"arguments": ["formal"]}, "x"])
+async def test_completion_context_that_is_no_object_is_invalid_params(
+    server: MCPServer, context: Any
+) -> None:
+    """``params.context.arguments`` is an object of argument values: anything else is
+    ``-32602``, not a crash of a completion function that reads it (``-32603``)."""
+
+    @server.completion("ref/prompt", "greet")
+    def by_context(argument_name: str, value: str, context_arguments: dict[str, Any]) -> list[str]:
+        return ["Dr. Ada"] if context_arguments.get("formal") else ["Ada"]
+
+    params = {
+        "ref": {"type": "ref/prompt", "name": "greet"},
+        "argument": {"name": "name", "value": "A"},
+        "context": context,
+    }
+    response = await run(server, request("completion/complete", params), modern_info())
+    assert error_code(response) == -32602
+    assert "params.context" in response["error"]["message"]
+    params["context"] = {"arguments": {"formal": "yes"}}
+    result = result_of(await run(server, request("completion/complete", params), modern_info()))
+    assert result["completion"]["values"] == ["Dr. Ada"]
+
+
 async def test_resource_subscription_is_stored_on_the_session(server: MCPServer) -> None:
     session = FakeSession()
     await run(
