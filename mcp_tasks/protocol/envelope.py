@@ -70,6 +70,12 @@ def _header_once(headers: Mapping[str, str | list[str]], name: str) -> str | Non
     return value
 
 
+def _is_token(value: Any) -> bool:
+    """A progress token: a string or an integer; JSON true/false is none (a bool is an int
+    in Python), as in the legacy era."""
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
 def check_modern_envelope(
     method: str, params: Mapping[str, Any], headers: Mapping[str, str | list[str]]
 ) -> ModernEnvelope:
@@ -126,7 +132,7 @@ def check_modern_envelope(
         client_capabilities=capabilities,
         client_info=client_info,
         log_level=log_level,
-        progress_token=token if isinstance(token, str | int) else None,
+        progress_token=token if _is_token(token) else None,
     )
 
 

@@ -13,10 +13,17 @@ import pytest
 from mcp_tasks import MCPServer
 from mcp_tasks.auth import ANONYMOUS
 from mcp_tasks.exceptions import ProtocolError
-from mcp_tasks.protocol import kind_of, modern_request_info, parse_body
+from mcp_tasks.protocol import (
+    Dispatcher,
+    kind_of,
+    legacy_request_info,
+    modern_request_info,
+    parse_body,
+)
 from mcp_tasks.protocol.envelope import check_modern_envelope, check_param_headers
 from tests.support.protocol_fixtures import (
     MODERN,
+    FakeSink,
     call,
     error_code,
     modern_info,
@@ -123,6 +130,23 @@ def test_envelope_returns_what_the_client_declared() -> None:
     assert envelope.client_info == {"name": "c", "version": "1"}
     assert envelope.log_level == "notice"
     assert envelope.progress_token == "tok"
+
+
+@pytest.mark.parametrize("token", [True, False], ids=["true", "false"])
+async def test_a_boolean_progress_token_is_no_token_in_either_era(
+    server: MCPServer, token: bool
+) -> None:
+    """JSON ``true`` is no progress token (a string or an integer): the modern envelope
+    ignores it as a legacy request does, and no progress goes out under it."""
+    meta = {"progressToken": token}
+    modern = request("tools/call", {**envelope_params(**meta), "name": "chatty"})
+    legacy = request("tools/call", {"_meta": meta, "name": "chatty"})
+    info = modern_request_info(modern, headers_for("tools/call", "chatty"), ANONYMOUS)
+    assert info.progress_token is None
+    assert legacy_request_info(legacy, {}, ANONYMOUS, None).progress_token is None
+    sink = FakeSink()
+    result_of(await Dispatcher(server).handle(modern, info, sink))
+    assert "notifications/progress" not in sink.methods()
 
 
 def test_envelope_without_meta_is_invalid_params() -> None:
