@@ -534,6 +534,25 @@ def test_a_task_whose_heartbeat_stopped_fails() -> None:
 
 
 @override_settings(MCP_TASKS={"EMBEDDED_WORKER": True, "TASK_LOST_AFTER": 10})
+def test_a_silent_task_read_before_its_worker_moved_on_is_not_failed() -> None:
+    """``recover_stalled`` and ``tasks/get`` judge a row read earlier: a worker that beat, or
+    a task that went on to a new run or a question since, is not failed as lost."""
+    beat, retried, asked = new_task(), new_task(), new_task()
+    for task in (beat, retried, asked):
+        service.begin_run(task.id, "w", run=0)
+        age(task, 11, heartbeat_at=None)
+    stale = {task.id: Task.objects.get(pk=task.pk) for task in (beat, retried, asked)}
+    service.heartbeat([beat.id])  # the worker was slow, not dead
+    assert service.retry_later(retried.id, 0, 3, 5.0, "TimeoutError") is True
+    service.ask(asked.id, 1, "elicitation/create", ELICIT, "w")
+    for task in (beat, retried, asked):
+        assert service.check_liveness(stale[task.id]) is False
+    assert Task.objects.get(pk=beat.pk).status == TaskStatus.WORKING
+    assert Task.objects.get(pk=retried.pk).status == TaskStatus.WORKING
+    assert Task.objects.get(pk=asked.pk).status == TaskStatus.INPUT_REQUIRED
+
+
+@override_settings(MCP_TASKS={"EMBEDDED_WORKER": True, "TASK_LOST_AFTER": 10})
 def test_a_task_with_a_recent_heartbeat_is_left_alone() -> None:
     task = new_task()
     service.begin_run(task.id, "w")

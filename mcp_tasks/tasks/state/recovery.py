@@ -14,8 +14,8 @@ from ...core import log_fields
 from ...core.jsonrpc import INTERNAL_ERROR
 from ...models import Task, TaskStatus, WaitingFor
 from ..queues import queue
-from . import outbox
-from .changes import add_log, fail, locked, touch
+from . import outbox, rows
+from .changes import add_log, end_locked, locked, touch
 
 logger = logging.getLogger("mcp_tasks.tasks")
 
@@ -29,9 +29,7 @@ def check_liveness(task: Task) -> bool:
     if not may_be_lost(task):
         return False
     if task.heartbeat_at is not None:
-        stopped = "The worker running this task stopped unexpectedly"
-        silence = f"no heartbeat for {get_config().TASK_LOST_AFTER:g}s"
-        return fail(task.id, {"code": INTERNAL_ERROR, "message": stopped}, f"{stopped} ({silence})")
+        return fail_silent(task.id)
     if not queue.job_exists(task):
         return requeue_lost(task.id)
     return _note_unserved(task)
@@ -95,6 +93,22 @@ def may_be_lost(task: Task) -> bool:
         return silent > timedelta(seconds=config.TASK_LOST_AFTER)
     waited = timezone.now() - task.updated_at
     return waited > timedelta(seconds=config.TASK_REQUEUE_AFTER)
+
+
+def fail_silent(task_id: str) -> bool:
+    """Fail a task whose worker stopped beating (rechecked under the row lock: a worker that
+    beat, asked a question or moved to a new run since the task was read keeps it)."""
+    stopped = "The worker running this task stopped unexpectedly"
+    silence = f"no heartbeat for {get_config().TASK_LOST_AFTER:g}s"
+    with transaction.atomic():
+        task = rows.locked_task(task_id)
+        if task is None or task.heartbeat_at is None or not may_be_lost(task):
+            return False
+        error = {"code": INTERNAL_ERROR, "message": stopped}
+        end_locked(
+            task, TaskStatus.FAILED, wake=True, error=error, status_message=f"{stopped} ({silence})"
+        )
+    return True
 
 
 def requeue_lost(task_id: str) -> bool:
