@@ -10,6 +10,7 @@ cancelled job leaves every line.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import threading
 import time
@@ -379,6 +380,22 @@ def test_a_worker_waiting_for_a_slot_of_its_own_wakes_for_a_newcomer(lines: Line
     finally:
         listener.stop()
     assert not listener._thread.is_alive()
+
+
+async def test_a_slot_handed_to_a_tool_cancelled_before_it_woke_is_passed_on() -> None:
+    """A slot given back goes to the first waiting tool; cancelled (its task ended) before
+    the hand-over reached it, the tool must pass the slot on, not take it with it."""
+    slots = Slots(1)
+    await slots.take()
+    waiting = asyncio.ensure_future(slots.take())  # full: waits in line
+    await asyncio.sleep(0)
+    slots.give()  # handed over to the waiting tool, delivered on the loop's next turn
+    waiting.cancel()  # ... which is cancelled first
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert slots.used == 0
+    assert slots.free() == 1
+    assert slots.wait_available(0)
 
 
 def test_a_slot_given_back_or_a_nudge_since_the_last_look_is_not_missed() -> None:

@@ -141,7 +141,7 @@ class Slots:
         while self._waiters:
             loop, future = self._waiters.popleft()
             if not future.done():
-                loop.call_soon_threadsafe(_hand_over, future)
+                loop.call_soon_threadsafe(_hand_over, self, future)
                 return
         if self.used > 0:
             self.used -= 1
@@ -151,8 +151,12 @@ class Slots:
         self._lock.notify_all()
 
 
-def _hand_over(future: asyncio.Future[None]) -> None:
-    if not future.done():
+def _hand_over(slots: Slots, future: asyncio.Future[None]) -> None:
+    """Give the slot to the tool awaiting ``future``; one cancelled since it was chosen
+    (its task ended) no longer takes it: the slot goes on to the next in line."""
+    if future.cancelled():
+        slots.give()
+    elif not future.done():
         future.set_result(None)
 
 
