@@ -346,6 +346,32 @@ def test_a_worker_keeps_reserved_slots_only_with_fair_share(lines: Lines) -> Non
     assert alone.intake.room() is None
 
 
+def test_a_principal_at_its_most_stays_so_across_the_queues_of_one_take(
+    lines: Lines, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker serving two queues counts what the first queue started for a principal
+    before it takes from the second: ``RESERVED_SLOTS`` holds over the whole take."""
+    other = Queue(f"{lines.queue.name}-b", connection=lines.connection)
+    by_name = {rq_queue.name: rq_queue for rq_queue in (lines.queue, other)}
+    monkeypatch.setattr(queue, "get_queue", lambda queue_name: by_name[queue_name])
+    for number in (1, 2):
+        lines.push(f"A{number}", "alice")
+    for number in (3, 4):
+        task = Task(
+            id=f"A{number}",
+            principal_scope="alice",
+            tool_name="trivial_task",
+            arguments={},
+            queue=other.name,
+            job_timeout=600,
+        )
+        queue.enqueue(task)
+    worker = EmbeddedTaskWorker([lines.queue, other], connection=lines.connection, concurrency=4)
+    started = worker.intake.take(4).started  # alice may run 4 - RESERVED_SLOTS (1) = 3
+    assert sorted(_task_id(entry.job.id) for entry in started) == ["A1", "A2", "A3"]
+    assert fair_queue.job_ids(lines.connection, other.name) == ["mcp_tasks-A4-0"]
+
+
 def test_a_principal_joining_others_in_line_is_announced(lines: Lines) -> None:
     pubsub = lines.connection.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(fair_queue.newcomer_channel(lines.queue.name))

@@ -87,6 +87,7 @@ class Intake:
                 break
             forgotten, released = [], []
             started += taken.started
+            self._keep(taken.started)  # counted in the next queue's room
             taken_all.more = taken_all.more or taken.more
             taken_all.full = taken_all.full or taken.full
             note_parked(taken.parked)
@@ -94,7 +95,6 @@ class Intake:
                 metrics_hook.recorder.jobs_held_back(queue.name, taken.full, len(taken.parked))
             if len(started) >= limit:
                 break
-        self._keep(started)
         return taken_all
 
     def start(self, queue: Any, job_id: str) -> list[Started]:
