@@ -701,6 +701,23 @@ def test_answer_is_validated_against_the_requested_schema() -> None:
     assert InputRequest.objects.get(task=task).status == InputRequestStatus.PENDING
 
 
+def test_a_roots_answer_the_tool_cannot_read_is_refused_and_the_question_waits() -> None:
+    """As a sampling answer is checked as a result, a roots answer is checked as a
+    ``roots/list`` result: a list of anything else would end the task when the tool reads it."""
+    task = new_task()
+    service.ask(task.id, 1, "roots/list", {}, "w", "roots")
+    unreadable = [["/srv"], [{"uri": "https://example.com/srv"}], [{"name": "no uri"}]]
+    for roots in unreadable:
+        with pytest.raises(task_contract.InvalidAnswer):
+            service.answer(
+                task.id, "roots", {"roots": roots}, principal_scope=None, answered_by="t"
+            )
+    assert InputRequest.objects.get(task=task).status == InputRequestStatus.PENDING
+    good = {"roots": [{"uri": "file:///srv/project", "name": "project"}]}
+    assert service.answer(task.id, "roots", good, principal_scope=None, answered_by="t")
+    assert InputRequest.objects.get(task=task).response == good
+
+
 def test_an_answer_is_kept_when_its_resume_job_cannot_be_queued(
     django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

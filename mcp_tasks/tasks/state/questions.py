@@ -348,8 +348,15 @@ def validate_answer(request: InputRequest, response: Any) -> dict[str, Any]:
         except Exception as exc:
             raise InvalidAnswer(f"not a sampling result: {exc}") from None
         return response
-    if request.method == "roots/list" and not isinstance(response.get("roots"), list):
-        raise InvalidAnswer("a roots answer needs a 'roots' list")
+    if request.method == "roots/list":
+        if not isinstance(response.get("roots"), list):
+            raise InvalidAnswer("a roots answer needs a 'roots' list")
+        import mcp_types as types
+
+        try:  # what the tool reads (RootsInput.read): its roots, file URIs
+            types.ListRootsResult.model_validate(response)
+        except Exception as exc:
+            raise InvalidAnswer(f"not a roots result: {exc}") from None
     return response
 
 
