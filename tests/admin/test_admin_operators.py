@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.contrib.admin.utils import quote
 from django.contrib.auth.models import Permission, User
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import reverse
 
 from mcp_tasks.models import InputRequestStatus, Task, TaskStatus
@@ -147,6 +147,17 @@ def test_retry_needs_a_csrf_token() -> None:
     )
     assert token is not None
     assert client.post(retry_page(old), {"csrfmiddlewaretoken": token[1]}).status_code == 302
+    assert Task.objects.count() == 2
+
+
+def test_a_retry_past_its_callers_limit_of_active_tasks_says_so(operator: Client) -> None:
+    old = failed_task()
+    new_task()  # alice's one active task
+    with override_settings(MCP_TASKS={"EMBEDDED_WORKER": True, "MAX_ACTIVE_TASKS": 1}):
+        response = operator.post(retry_page(old), follow=True)
+    page = body(response)
+    assert "was not retried: this caller already has 1 active tasks" in page
+    assert "MAX_ACTIVE_TASKS = 1" in page
     assert Task.objects.count() == 2
 
 

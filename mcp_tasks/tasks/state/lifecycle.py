@@ -383,7 +383,8 @@ def cancel(task_id: str, principal_scope: str | None) -> Task:
 
 
 class NotRetryable(ValueError):  # noqa: N818
-    """Only a failed task can be retried (the message says why this one cannot)."""
+    """Only a failed task can be retried, within its caller's limits (the message says why
+    this one cannot)."""
 
 
 def retry(task_id: str) -> Task:
@@ -395,16 +396,18 @@ def retry(task_id: str) -> Task:
         raise TaskNotFound(task_id)
     if task.status != TaskStatus.FAILED:
         raise NotRetryable(f"the task is {task.get_status_display().lower()}, not failed")
-    return create_task(
-        NewTask(
-            tool_name=task.tool_name,
-            arguments=task.arguments,
-            caller=stored_caller(task, snapshot_secrets(task)),
-            prepared=(task.snapshot.prior_answers or {}).get("prepared"),
-            queue=task.queue,
-            ttl=None if task.ttl_ms is None else task.ttl_ms / 1000,
-            poll_interval=None if task.poll_interval_ms is None else task.poll_interval_ms / 1000,
-            timeout=task.job_timeout,
-            retry_of=task.id,
-        )
+    again = NewTask(
+        tool_name=task.tool_name,
+        arguments=task.arguments,
+        caller=stored_caller(task, snapshot_secrets(task)),
+        prepared=(task.snapshot.prior_answers or {}).get("prepared"),
+        queue=task.queue,
+        ttl=None if task.ttl_ms is None else task.ttl_ms / 1000,
+        poll_interval=None if task.poll_interval_ms is None else task.poll_interval_ms / 1000,
+        timeout=task.job_timeout,
+        retry_of=task.id,
     )
+    try:
+        return create_task(again)
+    except QuotaExceeded as exc:  # its caller's other tasks fill a limit: nothing was written
+        raise NotRetryable(str(exc)) from None
