@@ -148,6 +148,10 @@ class ElicitationSpec:
         if action != "accept":
             return CancelledElicitation()
         content = result.get("content") or {}
+        if not isinstance(content, dict):
+            raise ValueError(
+                f"elicitation answer content must be an object, not {type(content).__name__}"
+            )
         if self.response_type is None:
             return AcceptedElicitation(data=None)
         if self.response_type is dict:

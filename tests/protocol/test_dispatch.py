@@ -350,6 +350,20 @@ async def test_modern_retry_with_the_answer_completes(server: MCPServer) -> None
     assert text(result) == "hello Lin"
 
 
+@pytest.mark.parametrize("content", [["Lin"], "Lin", 5], ids=["list", "string", "number"])
+async def test_modern_answer_whose_content_is_not_an_object_is_a_clear_error(
+    server: MCPServer, content: Any
+) -> None:
+    first = result_of(await mrtr_round(server, "ask_name"))
+    (key,) = first["inputRequests"]
+    answer = {key: {"action": "accept", "content": content}}
+    result = result_of(
+        await mrtr_round(server, "ask_name", state=first["requestState"], responses=answer)
+    )
+    assert result["isError"] is True
+    assert "content must be an object" in text(result)
+
+
 async def test_modern_decline_reaches_the_tool(server: MCPServer) -> None:
     first = result_of(await mrtr_round(server, "ask_name"))
     (key,) = first["inputRequests"]

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, TypeAdapter
 
 from mcp_tasks import AcceptedElicitation, CancelledElicitation, DeclinedElicitation
 from mcp_tasks.authoring.elicitation import elicitation_spec
+from mcp_tasks.authoring.inputs import ElicitInput
 
 # -- elicitation schemas ----------------------------------------------------------------------
 
@@ -221,6 +222,15 @@ def test_accepted_content_is_parsed_into_the_response_type(
 def test_accepted_content_of_the_wrong_type_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="does not match"):
         elicitation_spec(int).parse({"action": "accept", "content": {"value": "many"}})
+
+
+@pytest.mark.parametrize(
+    "schema", [str, Person, {"type": "object", "properties": {}}], ids=["str", "model", "form"]
+)
+def test_accepted_content_that_is_not_an_object_is_a_value_error(schema: Any) -> None:
+    spec = ElicitInput.of("Which?", schema).spec()
+    with pytest.raises(ValueError, match="must be an object"):
+        spec.parse({"action": "accept", "content": ["ab"]})
 
 
 def test_decline_and_cancel_are_parsed() -> None:
