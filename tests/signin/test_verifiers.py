@@ -208,6 +208,20 @@ async def test_jwt_of_a_stranger_without_an_audience_is_refused_unexplained(
     assert await jwks.verify(_jwt(keys["stranger"], aud=None)) is None  # signature first
 
 
+async def test_jwt_with_an_empty_audience_list_is_refused_saying_so(
+    keys: dict[str, Any], jwks_url: str
+) -> None:
+    with pytest.raises(InvalidTokenError, match="no audience"):
+        await jwks.verify(_jwt(keys["issuer"], aud=[]))
+
+
+@pytest.mark.parametrize("aud", [5, {"url": RESOURCE}, [RESOURCE, 5]], ids=["int", "dict", "mix"])
+async def test_jwt_with_a_malformed_audience_is_refused(
+    keys: dict[str, Any], jwks_url: str, aud: Any
+) -> None:
+    assert await jwks.verify(_jwt(keys["issuer"], aud=aud)) is None
+
+
 async def test_jwt_audience_list_is_kept(keys: dict[str, Any], jwks_url: str) -> None:
     found = await jwks.verify(_jwt(keys["issuer"], aud=["https://other.example.com", RESOURCE]))
     assert found is not None and found.audience == ("https://other.example.com", RESOURCE)
@@ -250,6 +264,16 @@ async def test_jwt_for_another_resource_is_refused_by_the_endpoint(
     response = await _call_with(_jwt(keys["issuer"], aud="https://other.example.com/mcp"))
     assert response["status"] == 401
     assert "another resource" in response["header_map"]["www-authenticate"]
+
+
+@pytest.mark.usefixtures("endpoint")
+@pytest.mark.parametrize("aud", [[], 5, [5]], ids=["empty", "int", "int-list"])
+async def test_jwt_with_no_usable_audience_is_refused_by_the_endpoint(
+    keys: dict[str, Any], jwks_url: str, aud: Any
+) -> None:
+    response = await _call_with(_jwt(keys["issuer"], aud=aud))
+    assert response["status"] == 401
+    assert 'error="invalid_token"' in response["header_map"]["www-authenticate"]
 
 
 @pytest.mark.usefixtures("endpoint")

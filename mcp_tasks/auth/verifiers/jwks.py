@@ -52,6 +52,13 @@ def _decode(token: str) -> AccessToken | None:
         logger.info("refused a JWT access token: %s", exc)
         return None
     audience = claims["aud"]
+    audience = [audience] if isinstance(audience, str) else audience
+    if not isinstance(audience, list) or not all(isinstance(item, str) for item in audience):
+        logger.info("refused a JWT access token: aud is neither a string nor a list of them")
+        return None
+    if not audience:
+        logger.info("refused a JWT access token: its aud is an empty list")
+        raise InvalidTokenError(NO_AUDIENCE)
     scopes = claims.get("scope")
     return AccessToken(
         token=token,
@@ -59,7 +66,7 @@ def _decode(token: str) -> AccessToken | None:
         scopes=scopes.split() if isinstance(scopes, str) else list(claims.get("scp") or []),
         expires_at=int(claims["exp"]),
         claims=claims,
-        audience=(audience,) if isinstance(audience, str) else tuple(audience),
+        audience=tuple(audience),
     )
 
 
