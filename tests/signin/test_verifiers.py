@@ -232,6 +232,19 @@ async def test_jwt_scp_list_gives_the_scopes(keys: dict[str, Any], jwks_url: str
     assert found is not None and found.scopes == ["a", "b"]
 
 
+async def test_jwt_scp_string_gives_the_scopes(keys: dict[str, Any], jwks_url: str) -> None:
+    found = await jwks.verify(_jwt(keys["issuer"], scope=None, scp="reports:read tools:call"))
+    assert found is not None and found.scopes == ["reports:read", "tools:call"]
+
+
+@pytest.mark.parametrize("scp", [5, {"a": 1}, ["a", 5]], ids=["int", "dict", "mix"])
+async def test_jwt_malformed_scp_gives_only_its_string_scopes(
+    keys: dict[str, Any], jwks_url: str, scp: Any
+) -> None:
+    found = await jwks.verify(_jwt(keys["issuer"], scope=None, scp=scp))
+    assert found is not None and found.scopes == (["a"] if isinstance(scp, list) else [])
+
+
 # -- through the endpoint: audience (RFC 8707) and scopes ---------------------------------------
 
 HOST = {"ALLOWED_HOSTS": ["mcp.example.com"]}
@@ -283,6 +296,14 @@ async def test_jwt_missing_the_tool_scope_gets_403(keys: dict[str, Any], jwks_ur
     assert 'scope="reports:read"' in response["header_map"]["www-authenticate"]
     allowed = await _call_with(_jwt(keys["issuer"]))
     assert allowed["status"] == 200
+
+
+@pytest.mark.usefixtures("endpoint")
+async def test_jwt_scp_string_holding_the_tool_scope_is_allowed(
+    keys: dict[str, Any], jwks_url: str
+) -> None:
+    response = await _call_with(_jwt(keys["issuer"], scope=None, scp="tools:call reports:read"))
+    assert response["status"] == 200
 
 
 DOT = {"TOKEN_VERIFIER": "mcp_tasks.auth.verifiers.dot.verify"}

@@ -59,15 +59,27 @@ def _decode(token: str) -> AccessToken | None:
     if not audience:
         logger.info("refused a JWT access token: its aud is an empty list")
         raise InvalidTokenError(NO_AUDIENCE)
-    scopes = claims.get("scope")
     return AccessToken(
         token=token,
         client_id=str(claims.get("client_id") or claims.get("azp") or ""),
-        scopes=scopes.split() if isinstance(scopes, str) else list(claims.get("scp") or []),
+        scopes=_scopes(claims),
         expires_at=int(claims["exp"]),
         claims=claims,
         audience=tuple(audience),
     )
+
+
+def _scopes(claims: dict[str, Any]) -> list[str]:
+    """The token's scopes: ``scope`` (space-separated), else ``scp``, space-separated as
+    some issuers write it, or a list; what is neither holds none."""
+    scopes = claims.get("scope")
+    if not isinstance(scopes, str):
+        scopes = claims.get("scp")
+    if isinstance(scopes, str):
+        return scopes.split()
+    if isinstance(scopes, list):
+        return [scope for scope in scopes if isinstance(scope, str)]
+    return []
 
 
 async def verify(token: str) -> AccessToken | None:
