@@ -59,8 +59,14 @@ class DecisionForm(forms.Form):
     editable: tuple[str, ...] = ()
 
     def edits(self) -> dict[str, Any]:
-        """The editable arguments' values (call after ``is_valid()``)."""
-        return {name: json_value(self.cleaned_data[name]) for name in self.editable}
+        """The editable arguments the operator changed, with their values (call after
+        ``is_valid()``): a field left as shown (an argument not given shows its default) is
+        no edit."""
+        return {
+            name: json_value(self.cleaned_data[name])
+            for name in self.editable
+            if name in self.changed_data
+        }
 
 
 def _property(schema: Mapping[str, Any], name: str) -> dict[str, Any]:

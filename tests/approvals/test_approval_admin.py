@@ -109,6 +109,22 @@ def test_approving_with_an_edit_writes_the_trail_and_one_log_entry(
     assert "amount: 120.0 → 80.0" in page  # the trail on the task page
 
 
+def test_approving_as_shown_changes_no_argument_left_out_by_the_client(
+    client: Client, approver: User, refund_task: Task
+) -> None:
+    question = wait_for_approval(refund_task)  # no "note": the tool's default applies
+    signed_in(client, approver).post(
+        decide_url(question), {"_approve": "1", "approval-amount": "120.0", "approval-note": ""}
+    )
+    question.refresh_from_db()
+    refund_task.refresh_from_db()
+    assert question.status == InputRequestStatus.ANSWERED
+    assert question.decisions[0]["changes"] == {}
+    assert refund_task.arguments == {"customer": "acme", "amount": 120.0}
+    (log,) = LogEntry.objects.filter(object_id=refund_task.pk)
+    assert log.change_message == "Approved"
+
+
 def test_an_edit_the_schema_refuses_is_not_recorded(
     client: Client, approver: User, refund_task: Task
 ) -> None:
