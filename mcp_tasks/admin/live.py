@@ -71,6 +71,19 @@ class AdminLiveConsumer(AsyncJsonWebsocketConsumer):
         for shard in _shards(getattr(self, "watched", set())):
             await self.channel_layer.group_discard(shard, self.channel_name)
 
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        """A frame that is not JSON text is ignored, as JSON that says nothing is: raised,
+        its error would end the consumer without ``disconnect``, the page marked open."""
+        if not text_data:
+            return
+        try:
+            content = await self.decode_json(text_data)
+        except (ValueError, RecursionError):
+            return
+        await self.receive_json(content, **kwargs)
+
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """``{"watch": [task ids]}``: the tasks the page shows (replaces the last list)."""
         ids = content.get("watch") if isinstance(content, dict) else None

@@ -277,6 +277,16 @@ async def test_nonsense_from_the_page_is_ignored(operator_socket: WebsocketCommu
     assert await next_event(operator_socket) == {"event": "watching", "count": 0}
 
 
+async def test_frames_that_are_not_json_text_are_ignored(
+    operator_socket: WebsocketCommunicator,
+) -> None:
+    await operator_socket.send_to(text_data="{not json")
+    await operator_socket.send_to(text_data="[" * 100_000)
+    await operator_socket.send_to(bytes_data=b"\x00\x01")
+    await operator_socket.send_json_to({"watch": ["t-1"]})
+    assert await next_event(operator_socket) == {"event": "watching", "count": 1}
+
+
 # -- published only while a page is open -------------------------------------------------------
 
 
