@@ -4,6 +4,7 @@ slot; questions answered in an earlier attempt are replayed, not asked again."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
@@ -17,8 +18,8 @@ class RetryTask(Exception):  # noqa: N818 - an instruction, like Django's Http40
 
     def __init__(self, message: str = "", *, delay: float | None = None) -> None:
         super().__init__(message or "the tool asked for another attempt")
-        if delay is not None and not delay >= 0:
-            raise ValueError(f"RetryTask(delay={delay!r}): use a number of seconds >= 0")
+        if delay is not None and not 0 <= delay < math.inf:  # NaN fails too
+            raise ValueError(f"RetryTask(delay={delay!r}): use a finite number of seconds >= 0")
         self.delay = delay
 
 
@@ -41,9 +42,9 @@ class Retry:
             raise ImproperlyConfigured(f"Retry(attempts={self.attempts!r}): use an int >= 1")
         for name in ("delay", "max_delay"):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or value < 0:
+            if not isinstance(value, int | float) or not value >= 0:  # NaN fails too
                 raise ImproperlyConfigured(f"Retry({name}={value!r}): use seconds >= 0")
-        if not isinstance(self.backoff, int | float) or self.backoff < 1:
+        if not isinstance(self.backoff, int | float) or not self.backoff >= 1:
             raise ImproperlyConfigured(f"Retry(backoff={self.backoff!r}): use a factor >= 1")
         on = self.on if isinstance(self.on, tuple) else (self.on,)
         if not all(isinstance(kind, type) and issubclass(kind, Exception) for kind in on):

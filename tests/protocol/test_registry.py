@@ -3,12 +3,13 @@ and the injected context parameter."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from mcp_tasks import Context, MCPServer, TaskConfig
+from mcp_tasks import Context, MCPServer, Retry, RetryTask, TaskConfig
 
 # -- TaskConfig and the registry --------------------------------------------------------------
 
@@ -37,6 +38,21 @@ def test_task_config_passes_through_a_config() -> None:
 def test_task_config_rejects_anything_else(task: Any) -> None:
     with pytest.raises(ImproperlyConfigured):
         TaskConfig.coerce(task)
+
+
+@pytest.mark.parametrize("delay", [-1.0, math.nan, math.inf])
+def test_retry_task_refuses_a_delay_that_is_no_finite_number_of_seconds(delay: float) -> None:
+    with pytest.raises(ValueError, match="finite number of seconds"):
+        RetryTask(delay=delay)
+    assert RetryTask(delay=0).delay == 0 and RetryTask(delay=2.5).delay == 2.5
+
+
+@pytest.mark.parametrize("field", ["delay", "max_delay", "backoff"])
+def test_retry_refuses_nan(field: str) -> None:
+    fields: dict[str, Any] = {field: math.nan}
+    with pytest.raises(ImproperlyConfigured, match=field):
+        Retry(**fields)
+    assert Retry(max_delay=math.inf).delay_before(3) == 2.0  # no cap is fine
 
 
 def test_tool_task_argument_is_stored_as_task_config() -> None:
