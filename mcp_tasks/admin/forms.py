@@ -15,6 +15,7 @@ from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
+from django.forms.fields import InvalidJSONInput
 from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
@@ -22,6 +23,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.html import escape, format_html_join
 from django.utils.safestring import SafeString
 
+from .. import jsontext
 from ..models import InputRequest
 
 #: ``model`` of the sampling results written in the admin.
@@ -77,6 +79,31 @@ class AbsoluteURIField(forms.CharField):
             raise ValidationError(
                 "Enter an absolute URI, such as https://example.com/page.", code="invalid"
             )
+
+
+class StorableJSONField(forms.JSONField):
+    """JSON that can be stored and sent: Python's parser also takes ``NaN``, ``Infinity``,
+    a NUL (``"\\u0000"``) and a lone surrogate (``"\\ud800"``), which are refused here
+    (:mod:`mcp_tasks.jsontext`), as in a client's message, and shown again as typed."""
+
+    def to_python(self, value: Any) -> Any:
+        converted = super().to_python(value)
+        found = jsontext.find(converted, jsontext.UNSTORABLE)
+        if found is not None:
+            raise ValidationError(
+                "Enter JSON without NaN or Infinity, NUL characters or lone surrogates "
+                f"(at {jsontext.describe('', found) or 'the value'}).",
+                code="invalid",
+            )
+        return converted
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        bound = super().bound_data(data, initial)
+        if isinstance(bound, InvalidJSONInput) or self.disabled or data is None:
+            return bound
+        return (
+            bound if jsontext.find(bound, jsontext.UNSTORABLE) is None else InvalidJSONInput(data)
+        )
 
 
 class SelectSeveralField(forms.TypedMultipleChoiceField):
@@ -211,7 +238,7 @@ def field_for(
     elif kind == "boolean":
         field = _boolean_field(prop, common, required)
     # Not an elicitation shape: let staff type JSON.
-    return forms.JSONField(**common) if field is None else field
+    return StorableJSONField(**common) if field is None else field
 
 
 def json_value(value: Any) -> Any:

@@ -14,6 +14,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
 from mcp_tasks.core import task_contract
 from mcp_tasks.models import (
@@ -518,6 +519,25 @@ def test_invalid_answer_is_shown_inline_and_not_stored(as_operator: Client) -> N
     assert 'value="A"' in body  # what was typed stays
     question.refresh_from_db()
     assert question.status == InputRequestStatus.PENDING
+
+
+@pytest.mark.parametrize(
+    "typed",
+    ['{"a": NaN}', '{"a": [-Infinity]}', '{"a": "x\\u0000y"}', '{"\\ud800": 1}'],
+    ids=["nan", "infinity", "nul", "surrogate"],
+)
+def test_json_that_cannot_be_stored_is_shown_inline_and_not_stored(
+    as_operator: Client, typed: str
+) -> None:
+    schema = {"type": "object", "properties": {"extra": {"type": "object"}}}
+    question = ask(make_task(), params={"message": "Anything else?", "requestedSchema": schema})
+    response = as_operator.post(answer_url(question), {"answer-extra": typed, "_accept": "Accept"})
+    body = page(response)
+    assert "Please correct the error below." in body
+    assert "Enter JSON without NaN or Infinity" in body
+    assert escape(typed) in body  # shown again as typed
+    question.refresh_from_db()
+    assert question.status == InputRequestStatus.PENDING and question.response is None
 
 
 def test_answer_the_service_rejects_is_shown_as_an_error(as_operator: Client) -> None:
