@@ -12,7 +12,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -223,7 +223,11 @@ def _post(request: HttpRequest, question: InputRequest) -> HttpResponse:
         messages.error(request, "Choose Approve or Reject.")
         return HttpResponseRedirect(back)
     edits: dict[str, Any] = {}
-    reason = str(request.POST.get("approval-reason") or "")
+    try:  # the form's own rules (no NUL character, which PostgreSQL cannot store)
+        reason = DecisionForm.base_fields["reason"].clean(request.POST.get("approval-reason"))
+    except ValidationError as exc:
+        messages.error(request, f"reason: {' '.join(exc.messages)}")
+        return HttpResponseRedirect(back)
     if approve:  # a rejection changes no argument: only its reason is read
         form = decision_form(question, dict(question.task.arguments or {}), request.POST)
         if not form.is_valid():

@@ -137,6 +137,21 @@ def test_an_edit_the_schema_refuses_is_not_recorded(
     assert not LogEntry.objects.exists()
 
 
+@pytest.mark.parametrize("action", ["_reject", "_approve"])
+def test_a_reason_with_a_nul_character_is_refused_not_recorded(
+    client: Client, approver: User, refund_task: Task, action: str
+) -> None:
+    question = wait_for_approval(refund_task)
+    response = signed_in(client, approver).post(
+        decide_url(question), {action: "1", "approval-reason": "dup\x00licate"}, follow=True
+    )
+    assert "Null characters are not allowed." in text(response)
+    question.refresh_from_db()
+    refund_task.refresh_from_db()
+    assert question.status == InputRequestStatus.PENDING and question.decisions == []
+    assert refund_task.status == TaskStatus.WORKING
+
+
 def test_rejecting_with_a_reason_ends_the_task(
     client: Client, approver: User, refund_task: Task
 ) -> None:
