@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import re
 import typing
 from collections.abc import Callable
@@ -33,6 +34,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 TaskMode = Literal["forbidden", "optional", "required"]
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,128}$")
+#: The longest ``TaskConfig(ttl=...)``: a century, as a client may ask (a task's expiry must
+#: be a date).
+LONGEST_TTL = 100 * 365 * 86400
+#: The longest ``TaskConfig(poll_interval=...)``: what a task row holds in milliseconds.
+LONGEST_POLL_INTERVAL = (2**31 - 1) / 1000
+
+
+def _is_seconds(value: object, longest: float = math.inf) -> bool:
+    """Whether ``value`` is a finite number of seconds from 0 to ``longest`` (no bool)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and 0 <= value <= longest
+        and value < math.inf
+    )
 
 
 @dataclass(frozen=True)
@@ -83,13 +99,20 @@ class TaskConfig:
             raise ImproperlyConfigured(
                 "TaskConfig(concurrency_key=...) needs concurrency=N: how many run at once per value"
             )
-        if self.inline_window is not None and (
-            not isinstance(self.inline_window, int | float)
-            or isinstance(self.inline_window, bool)
-            or not 0 <= self.inline_window < float("inf")
-        ):
+        if self.inline_window is not None and not _is_seconds(self.inline_window):
             raise ImproperlyConfigured(
                 f"TaskConfig(inline_window={self.inline_window!r}): use seconds >= 0, or None"
+            )
+        if self.ttl is not None and not _is_seconds(self.ttl, LONGEST_TTL):
+            raise ImproperlyConfigured(
+                f"TaskConfig(ttl={self.ttl!r}): use seconds >= 0 (at most a century), or None"
+            )
+        if self.poll_interval is not None and not _is_seconds(
+            self.poll_interval, LONGEST_POLL_INTERVAL
+        ):
+            raise ImproperlyConfigured(
+                f"TaskConfig(poll_interval={self.poll_interval!r}): use seconds >= 0 (at most "
+                f"{LONGEST_POLL_INTERVAL:g}), or None"
             )
         if self.for_all_clients not in (None, True, False):
             raise ImproperlyConfigured(

@@ -11,6 +11,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 from mcp_tasks import Context, MCPServer, Retry, RetryTask, TaskConfig
 
+#: Values that are no number of seconds a task can keep.
+BAD_SECONDS = [math.nan, math.inf, -1, True, "60", 1e12]
+
 # -- TaskConfig and the registry --------------------------------------------------------------
 
 
@@ -38,6 +41,25 @@ def test_task_config_passes_through_a_config() -> None:
 def test_task_config_rejects_anything_else(task: Any) -> None:
     with pytest.raises(ImproperlyConfigured):
         TaskConfig.coerce(task)
+
+
+@pytest.mark.parametrize(
+    "field", [{"ttl": v} for v in BAD_SECONDS] + [{"poll_interval": v} for v in BAD_SECONDS]
+)
+def test_task_config_refuses_a_ttl_or_poll_interval_that_is_no_seconds(
+    field: dict[str, Any],
+) -> None:
+    with pytest.raises(ImproperlyConfigured, match=next(iter(field))):
+        TaskConfig(**field)
+
+
+def test_task_config_takes_a_ttl_up_to_a_century_and_a_poll_interval_a_row_holds() -> None:
+    config = TaskConfig(ttl=100 * 365 * 86400, poll_interval=2_147_483.647)
+    assert (config.ttl, config.poll_interval) == (100 * 365 * 86400, 2_147_483.647)
+    with pytest.raises(ImproperlyConfigured, match="ttl"):
+        TaskConfig(ttl=100 * 365 * 86400 + 1)  # its expiry: a date past year 9999 soon after
+    with pytest.raises(ImproperlyConfigured, match="poll_interval"):
+        TaskConfig(poll_interval=30 * 86400)  # 2.6e9 ms: past PostgreSQL's integer
 
 
 @pytest.mark.parametrize("delay", [-1.0, math.nan, math.inf])
