@@ -21,6 +21,8 @@ WAITING_FOR_STAFF = "Waiting for approval by staff"
 APPROVAL_METHOD = "mcp_tasks/approval"
 #: The key of a task's approval question.
 APPROVAL_KEY = "approval"
+#: The longest staff ``timeout``: a century (the question's deadline must be a date).
+LONGEST_TIMEOUT = 100 * 365 * 86400
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,10 @@ class StaffAudience:
                 f"permission={self.permission!r}: use 'app_label.codename', "
                 f"e.g. {DEFAULT_PERMISSION!r}"
             )
-        if self.timeout is not None and not self.timeout > 0:
-            raise ImproperlyConfigured(f"timeout={self.timeout!r}: use seconds > 0, or None")
+        if self.timeout is not None and not 0 < self.timeout <= LONGEST_TIMEOUT:  # no NaN
+            raise ImproperlyConfigured(
+                f"timeout={self.timeout!r}: use seconds > 0 (at most a century), or None"
+            )
 
 
 @dataclass(frozen=True)

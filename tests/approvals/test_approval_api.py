@@ -5,12 +5,14 @@ W015 one whose permission no installed model declares."""
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Iterator
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from mcp_tasks import Approval, Context, TaskConfig, ToolError
+from mcp_tasks.authoring.approval import StaffAudience
 from mcp_tasks.authoring.registry import MCPServer, mcp
 from mcp_tasks.authoring.tool_call import run_tool
 from mcp_tasks.checks.approvals import check_approvals
@@ -23,6 +25,15 @@ def test_approval_refuses_bad_arguments() -> None:
         Approval(summary="x", editable="amount")  # type: ignore[arg-type]
     with pytest.raises(ImproperlyConfigured, match=r"app_label\.codename"):
         Approval(summary="x", permission="approve")
+
+
+@pytest.mark.parametrize("timeout", [0, -1, math.nan, math.inf, 1e12])
+def test_a_staff_timeout_that_is_no_deadline_is_refused(timeout: float) -> None:
+    with pytest.raises(ImproperlyConfigured, match="timeout"):
+        Approval(summary="x", timeout=timeout)
+    with pytest.raises(ImproperlyConfigured, match="timeout"):
+        StaffAudience(timeout=timeout)
+    assert StaffAudience(timeout=100 * 365 * 86400).timeout == 100 * 365 * 86400
 
 
 def test_approval_names_only_arguments_of_the_tool() -> None:
