@@ -99,12 +99,11 @@ _SNAPSHOT = Columns(TaskSnapshot, "s")
 def _join_snapshot(connection: BaseDatabaseWrapper, tasks: str) -> str:
     """SELECT task and snapshot columns FROM ``tasks`` (aliased ``t``) joined to its snapshot."""
     quote = connection.ops.quote_name
-    return (
-        f"SELECT {TASK_COLUMNS.sql(connection)}, {_SNAPSHOT.sql(connection)} FROM {tasks} "
-        f"INNER JOIN {quote(TaskSnapshot._meta.db_table)} {quote('s')} "
-        f"ON {quote('s')}.{quote(column_of(TaskSnapshot, 'task'))} = "
-        f"{quote('t')}.{quote(column_of(Task, 'id'))}"
-    )
+    columns = f"{TASK_COLUMNS.sql(connection)}, {_SNAPSHOT.sql(connection)}"
+    snapshots = f"{quote(TaskSnapshot._meta.db_table)} {quote('s')}"
+    snapshot_of = f"{quote('s')}.{quote(column_of(TaskSnapshot, 'task'))}"
+    task_id = f"{quote('t')}.{quote(column_of(Task, 'id'))}"
+    return f"SELECT {columns} FROM {tasks} INNER JOIN {snapshots} ON {snapshot_of} = {task_id}"
 
 
 @functools.lru_cache(maxsize=8)
