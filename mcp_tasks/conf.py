@@ -46,11 +46,17 @@ def _dotted_path(value: Any) -> str | Callable[..., Any]:
     raise ValueError("must be a dotted import path ('package.module.name') or a callable")
 
 
+#: The longest duration a setting may give: a century (a deadline must stay a date).
+LONGEST_SECONDS = 100 * 365 * 86400
+
+
 def _seconds(value: Any) -> int | float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
         raise ValueError("must be a number of seconds")
     if value < 0:
         raise ValueError("must not be negative")
+    if value > LONGEST_SECONDS:  # infinity too
+        raise ValueError("must be at most a century (use None where it means no limit)")
     return value
 
 

@@ -162,6 +162,8 @@ def test_unknown_mcp_tasks_key_is_e003() -> None:
         ("RESERVED_SLOTS", -1),
         ("RESERVED_SLOTS", 1.5),
         ("SESSION_CACHE_TTL", -1),
+        ("TASK_TTL", float("inf")),  # a deadline past year 9999: every task failed
+        ("INPUT_TIMEOUT", 1e12),
         ("SITE_URL", "ops.example.com"),
         ("SITE_URL", "ftp://ops.example.com"),
         ("NOTIFY_RECIPIENTS", "ops@example.com"),
