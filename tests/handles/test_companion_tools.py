@@ -336,6 +336,7 @@ async def test_an_answer_with_a_nul_is_refused_and_nothing_is_stored(
 # -- a cancel during the task's creation -------------------------------------------------------
 
 
+@pytest.mark.cancel
 async def test_a_call_cancelled_while_its_task_is_refused_stays_cancelled() -> None:
     # The creation runs on when the call is cancelled (a task made meanwhile is then
     # abandoned); if it fails instead, the cancel must still reach the caller.

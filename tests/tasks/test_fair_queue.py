@@ -408,6 +408,7 @@ def test_a_worker_waiting_for_a_slot_of_its_own_wakes_for_a_newcomer(lines: Line
     assert not listener._thread.is_alive()
 
 
+@pytest.mark.cancel
 async def test_a_slot_handed_to_a_tool_cancelled_before_it_woke_is_passed_on() -> None:
     """A slot given back goes to the first waiting tool; cancelled (its task ended) before
     the hand-over reached it, the tool must pass the slot on, not take it with it."""
