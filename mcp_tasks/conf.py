@@ -26,6 +26,8 @@ from pydantic import (
     ValidationError,
 )
 
+from .core import LONGEST_SECONDS
+
 
 def setting(default: Any, doc: str) -> Any:
     """A field of :class:`McpTasksSettings`: its default and its documentation."""
@@ -44,10 +46,6 @@ def _dotted_path(value: Any) -> str | Callable[..., Any]:
     ):
         return value
     raise ValueError("must be a dotted import path ('package.module.name') or a callable")
-
-
-#: The longest duration a setting may give: a century (a deadline must stay a date).
-LONGEST_SECONDS = 100 * 365 * 86400
 
 
 def _seconds(value: Any) -> int | float:

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from ..core import is_count
+from ..core import LONGEST_SECONDS, is_count
 
 #: The permission a staff question needs by default (the one that answers client questions).
 DEFAULT_PERMISSION = "mcp_tasks.answer_inputrequest"
@@ -21,8 +21,6 @@ WAITING_FOR_STAFF = "Waiting for approval by staff"
 APPROVAL_METHOD = "mcp_tasks/approval"
 #: The key of a task's approval question.
 APPROVAL_KEY = "approval"
-#: The longest staff ``timeout``: a century (the question's deadline must be a date).
-LONGEST_TIMEOUT = 100 * 365 * 86400
 
 
 @dataclass(frozen=True)
@@ -40,7 +38,7 @@ class StaffAudience:
                 f"permission={self.permission!r}: use 'app_label.codename', "
                 f"e.g. {DEFAULT_PERMISSION!r}"
             )
-        if self.timeout is not None and not 0 < self.timeout <= LONGEST_TIMEOUT:  # no NaN
+        if self.timeout is not None and not 0 < self.timeout <= LONGEST_SECONDS:  # no NaN
             raise ImproperlyConfigured(
                 f"timeout={self.timeout!r}: use seconds > 0 (at most a century), or None"
             )

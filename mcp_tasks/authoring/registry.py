@@ -23,7 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 
 from ..auth.permissions import OPEN, Access
-from ..core import is_count
+from ..core import LONGEST_SECONDS, is_count
 from ..core.jsonrpc import wire_dict
 from .approval import Approval
 from .context import Context
@@ -34,9 +34,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 TaskMode = Literal["forbidden", "optional", "required"]
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,128}$")
-#: The longest ``TaskConfig(ttl=...)``: a century, as a client may ask (a task's expiry must
-#: be a date).
-LONGEST_TTL = 100 * 365 * 86400
 #: The longest ``TaskConfig(poll_interval=...)``: what a task row holds in milliseconds.
 LONGEST_POLL_INTERVAL = (2**31 - 1) / 1000
 
@@ -103,7 +100,7 @@ class TaskConfig:
             raise ImproperlyConfigured(
                 f"TaskConfig(inline_window={self.inline_window!r}): use seconds >= 0, or None"
             )
-        if self.ttl is not None and not _is_seconds(self.ttl, LONGEST_TTL):
+        if self.ttl is not None and not _is_seconds(self.ttl, LONGEST_SECONDS):
             raise ImproperlyConfigured(
                 f"TaskConfig(ttl={self.ttl!r}): use seconds >= 0 (at most a century), or None"
             )

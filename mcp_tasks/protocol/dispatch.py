@@ -17,6 +17,7 @@ from .. import jsontext
 from ..auth import Principal
 from ..authoring.registry import MCPServer
 from ..conf import get_config
+from ..core import is_id
 from ..core.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -111,10 +112,6 @@ def parse_body(body: bytes) -> Message:
     return message
 
 
-def _valid_id(value: Any) -> bool:
-    return isinstance(value, str | int) and not isinstance(value, bool)
-
-
 def kind_of(message: Message) -> str:
     """``request``, ``notification`` or ``response`` — or raise ``-32600``."""
     if "method" in message:
@@ -124,12 +121,12 @@ def kind_of(message: Message) -> str:
             raise ProtocolError(INVALID_REQUEST, "Invalid Request: params must be an object")
         if "id" not in message:
             return "notification"
-        if not _valid_id(message["id"]):
+        if not is_id(message["id"]):
             raise ProtocolError(
                 INVALID_REQUEST, "Invalid Request: id must be a string or an integer"
             )
         return "request"
-    if ("result" in message or "error" in message) and _valid_id(message.get("id")):
+    if ("result" in message or "error" in message) and is_id(message.get("id")):
         return "response"
     raise ProtocolError(INVALID_REQUEST, "Invalid Request: not a request, notification or response")
 
@@ -182,7 +179,7 @@ def legacy_request_info(
         client_capabilities=client_capabilities,
         client_info=session.client_info if session else {},
         log_level=session.log_level if session else None,
-        progress_token=token if _valid_id(token) else None,
+        progress_token=token if is_id(token) else None,
         headers=headers,
         session=session,
         lifespan_context=lifespan_context,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..authoring.context import LOG_LEVELS
+from ..core import is_id
 from ..core.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION
 from ..exceptions import ProtocolError
 from .constants import (
@@ -70,12 +71,6 @@ def _header_once(headers: Mapping[str, str | list[str]], name: str) -> str | Non
     return value
 
 
-def _is_token(value: Any) -> bool:
-    """A progress token: a string or an integer; JSON true/false is none (a bool is an int
-    in Python), as in the legacy era."""
-    return isinstance(value, str | int) and not isinstance(value, bool)
-
-
 def check_modern_envelope(
     method: str, params: Mapping[str, Any], headers: Mapping[str, str | list[str]]
 ) -> ModernEnvelope:
@@ -132,7 +127,7 @@ def check_modern_envelope(
         client_capabilities=capabilities,
         client_info=client_info,
         log_level=log_level,
-        progress_token=token if _is_token(token) else None,
+        progress_token=token if is_id(token) else None,
     )
 
 

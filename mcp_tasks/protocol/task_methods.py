@@ -16,6 +16,7 @@ from ..auth import Principal
 from ..authoring.registry import MCPServer, ToolSpec
 from ..authoring.tool_call import invoke
 from ..conf import get_config
+from ..core import LONGEST_SECONDS
 from ..core.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -34,7 +35,7 @@ from .task_shapes import detailed_task, legacy_task, not_found, task_fields, tas
 logger = logging.getLogger("mcp_tasks.protocol")
 
 #: The longest time to live a 2025-11-25 client may ask for (a century, in ms).
-LONGEST_TTL_MS = 100 * 365 * 86400 * 1000
+LONGEST_TTL_MS = LONGEST_SECONDS * 1000
 #: Seconds a client refused for its quota of active tasks is asked to wait.
 QUOTA_RETRY_AFTER = 1
 #: The most task ids one ``subscriptions/listen`` may watch.

@@ -907,12 +907,24 @@ class TestDjango:
             ("django.contrib.admin.helpers", "AdminForm"),
             ("django.contrib.admin.helpers", "AdminErrorList"),
             ("django.core.signals", "setting_changed"),
+            ("django.forms.fields", "InvalidJSONInput"),
         ],
     )
     def test_django_module_exports_the_name_mcp_tasks_imports(self, module: str, name: str) -> None:
         if "postgresql" in module:
             pytest.importorskip("psycopg")
         assert hasattr(importlib.import_module(module), name), f"{module}.{name} is gone"
+
+    def test_django_json_field_shows_invalid_input_as_typed(self) -> None:
+        """admin/forms.py's StorableJSONField hands refused JSON back as ``InvalidJSONInput``,
+        which ``JSONField.prepare_value`` shows as typed (not JSON-encoded again)."""
+        from django import forms
+        from django.forms.fields import InvalidJSONInput
+
+        field = forms.JSONField()
+        bound = field.bound_data("{not json", None)
+        assert isinstance(bound, InvalidJSONInput)
+        assert field.prepare_value(InvalidJSONInput('"\\u0000"')) == '"\\u0000"'
 
     def test_django_health_check_done_skips_the_ping_before_a_query(self) -> None:
         wrapper = self.wrapper(CONN_HEALTH_CHECKS=True)
